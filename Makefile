@@ -1,0 +1,32 @@
+# Every target bootstraps .venv with the system python3 when it is missing.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEMO_DIR ?= demo
+PORT ?= 5433
+
+.PHONY: demo test bench lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)  ## build the synthetic demo (once) and serve it in the foreground
+	test -f $(DEMO_DIR)/veil.toml || $(BIN)/veil init-demo $(DEMO_DIR)
+	$(BIN)/veil serve --config $(DEMO_DIR)/veil.toml --port $(PORT)
+
+test: $(STAMP)  ## the whole suite, as CI runs it
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)  ## benchmarks; results go into docs/benchmarks.md
+	$(BIN)/python -m pytest -q -m bench tests/bench -s
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+clean:
+	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache

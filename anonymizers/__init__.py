@@ -1,0 +1,1 @@
+"""Materialize algorithms (k-anonymity, diversity, factorization), attack simulators and utility metrics."""

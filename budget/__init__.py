@@ -1,0 +1,1 @@
+"""Privacy budgets: privacy-loss arithmetic, composition and the epsilon ledger."""

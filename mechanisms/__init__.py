@@ -1,0 +1,1 @@
+"""Noise mechanisms: pure functions whose randomness is injected (a RandomSource)."""

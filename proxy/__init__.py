@@ -1,0 +1,1 @@
+"""Veil: a privacy-aware SQL proxy."""
