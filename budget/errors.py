@@ -1,0 +1,37 @@
+"""Errors of the budget package. They carry user-facing messages but know nothing of SQLSTATEs;
+``proxy/errors.py`` maps them to the wire."""
+
+from __future__ import annotations
+
+
+class BudgetError(Exception):
+    """Base class: something about budgets, analysts or the ledger store was refused."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class InvalidBudgetError(BudgetError):
+    """An epsilon or delta outside its legal range."""
+
+
+class BudgetExhaustedError(BudgetError):
+    """A reservation would take an analyst past the budget granted on a dataset."""
+
+
+class UnknownAnalystError(BudgetError):
+    """No analyst of that name exists in the ledger."""
+
+
+class AnalystExistsError(BudgetError):
+    """An analyst of that name already exists."""
+
+
+class UnknownReservationError(BudgetError):
+    """A commit or cancel named a reservation that is not open."""
+
+
+class LedgerStoreError(BudgetError):
+    """The ledger file cannot be opened or is not a Veil ledger."""
