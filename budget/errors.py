@@ -35,3 +35,11 @@ class UnknownReservationError(BudgetError):
 
 class LedgerStoreError(BudgetError):
     """The ledger file cannot be opened or is not a Veil ledger."""
+
+
+class InvalidNameError(BudgetError):
+    """An analyst or dataset name the ledger will not store."""
+
+
+class InvalidVerifierError(BudgetError):
+    """A password verifier that is not a SCRAM-SHA-256 verifier (perhaps a plaintext password)."""

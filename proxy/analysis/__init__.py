@@ -1,0 +1,2 @@
+"""Reading the sqlglot tree: parsing, statement classification, query shapes and allow-list checks.
+No I/O happens here."""

@@ -1,0 +1,50 @@
+"""SQL text → sqlglot trees, in the PostgreSQL dialect clients speak."""
+
+from __future__ import annotations
+
+import logging
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from proxy.errors import QuerySyntaxError
+
+# sqlglot logs a warning whenever it falls back to a generic Command node (SHOW, RESET …); those
+# statements are expected here, so the warning would only be noise in the server log.
+logging.getLogger("sqlglot").setLevel(logging.ERROR)
+
+DIALECT = "postgres"
+
+
+def parse_statements(sql: str) -> list[exp.Expression]:
+    """All statements of a simple-query string; empty statements (``;;``) are dropped."""
+    try:
+        trees = sqlglot.parse(sql, dialect=DIALECT)
+    except ParseError as error:
+        raise QuerySyntaxError(
+            _describe(error), position=_position(sql, error), hint="check the SQL near the position shown"
+        ) from None
+    except TokenError as error:
+        raise QuerySyntaxError(f"syntax error: {error}") from None
+    return [tree for tree in trees if tree is not None]
+
+
+def _describe(error: ParseError) -> str:
+    first = error.errors[0] if error.errors else {}
+    near = first.get("highlight")
+    return f'syntax error at or near "{near}"' if near else "syntax error"
+
+
+def _position(sql: str, error: ParseError) -> int | None:
+    """1-based character offset, as PostgreSQL reports it in the ErrorResponse ``P`` field."""
+    if not error.errors:
+        return None
+    first = error.errors[0]
+    line, column = first.get("line"), first.get("col")
+    if not line or not column:
+        return None
+    lines = sql.splitlines(keepends=True)
+    offset = sum(len(text) for text in lines[: line - 1])
+    highlight = first.get("highlight") or ""
+    return max(1, offset + column - len(highlight) + 1)

@@ -1,0 +1,60 @@
+"""The embedded DuckDB backend.
+
+The dataset file is opened read-only with external access disabled and the configuration
+locked: even if a query slipped past the allow-list, it could neither write nor read files
+(``read_csv('/etc/passwd')``) nor change those settings back.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import duckdb
+
+from proxy.errors import BackendUnavailableError
+
+log = logging.getLogger("veil.backend")
+
+SANDBOX_CONFIG = {"enable_external_access": False, "lock_configuration": True}
+
+
+class DuckDBBackend:
+    dialect = "duckdb"
+
+    def __init__(self, path: Path) -> None:
+        try:
+            self._connection = duckdb.connect(str(path), read_only=True, config=dict(SANDBOX_CONFIG))
+        except duckdb.Error as error:
+            raise BackendUnavailableError(
+                f"cannot open the dataset file {path}",
+                detail=str(error).splitlines()[0],
+                hint="check the dataset path in the policy; is another process writing to it?",
+            ) from None
+
+    @classmethod
+    def sandbox(cls) -> DuckDBBackend:
+        """An empty in-memory engine for constant queries (``SELECT 1``): it holds no data at all."""
+        backend = cls.__new__(cls)
+        backend._connection = duckdb.connect(":memory:", config=dict(SANDBOX_CONFIG))
+        return backend
+
+    def execute(self, sql: str) -> tuple[list[tuple[str, str]], list[tuple[object, ...]]]:
+        """Run one query on a fresh cursor (cursors are safe across threads) → (name, type) pairs, rows.
+
+        Engine error text is logged, never returned: it may quote private values."""
+        cursor = self._connection.cursor()
+        try:
+            cursor.execute(sql)
+            description = [(column[0], str(column[1])) for column in cursor.description or []]
+            return description, cursor.fetchall()
+        except duckdb.Error as error:
+            log.warning("backend error: %s", str(error).splitlines()[0])
+            raise BackendUnavailableError(
+                "the database engine could not run the query", hint="the server log has the details"
+            ) from None
+        finally:
+            cursor.close()
+
+    def close(self) -> None:
+        self._connection.close()

@@ -1,0 +1,294 @@
+"""The policy file (``veil.toml``) as frozen dataclasses.
+
+This is the only module that reads the policy from disk. Every validation error names the file, the
+key path and the fix, because the person reading it is an administrator with the file open.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import tomli_w
+
+from proxy.errors import ConfigError
+
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+ROW_PRIVACY_UNIT = "row"
+DEFAULT_EPSILON = 0.1
+DEFAULT_MAX_EPSILON = 1.0
+DEFAULT_PORT = 5433
+
+
+class ColumnType(StrEnum):
+    INTEGER = "integer"
+    REAL = "real"
+    TEXT = "text"
+    DATE = "date"
+    BOOLEAN = "boolean"
+
+    @property
+    def is_numeric(self) -> bool:
+        return self in (ColumnType.INTEGER, ColumnType.REAL)
+
+
+@dataclass(frozen=True)
+class ColumnPolicy:
+    """One column: its type, public clamping bounds (numerics) and, if public, its value domain."""
+
+    name: str
+    type: ColumnType
+    lower: float | None = None
+    upper: float | None = None
+    public: bool = False
+    values: tuple[str | int | float | bool, ...] | None = None
+
+    @property
+    def has_bounds(self) -> bool:
+        return self.lower is not None and self.upper is not None
+
+
+@dataclass(frozen=True)
+class TablePolicy:
+    """A private table. ``privacy_unit`` is None when each row is one person."""
+
+    name: str
+    privacy_unit: str | None
+    max_contributions: int
+    columns: Mapping[str, ColumnPolicy]
+
+    def column(self, name: str) -> ColumnPolicy | None:
+        return self.columns.get(name.lower())
+
+
+@dataclass(frozen=True)
+class DatasetPolicy:
+    """A dataset is what a client names as its database; it lives in one backend."""
+
+    name: str
+    backend: str
+    path: Path
+    default_epsilon: float
+    max_epsilon: float
+    tables: Mapping[str, TablePolicy]
+
+    def table(self, name: str) -> TablePolicy | None:
+        return self.tables.get(name.lower())
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    max_connections: int = 200
+
+
+@dataclass(frozen=True)
+class VeilConfig:
+    path: Path
+    ledger_path: Path
+    server: ServerSettings
+    datasets: Mapping[str, DatasetPolicy] = field(default_factory=dict)
+
+    def dataset(self, name: str) -> DatasetPolicy | None:
+        return self.datasets.get(name)
+
+
+class _Reader:
+    """Reads one TOML table, reporting every problem with its full key path."""
+
+    def __init__(self, file: Path, data: Mapping[str, Any], key: str) -> None:
+        self.file, self.data, self.key = file, data, key
+
+    def fail(self, key: str | None, problem: str) -> ConfigError:
+        where = f"{self.key}.{key}" if key and self.key else (key or self.key or "(top level)")
+        return ConfigError(f"{self.file}: {where}: {problem}")
+
+    def child(self, key: str) -> _Reader:
+        value = self.data.get(key, {})
+        if not isinstance(value, Mapping):
+            raise self.fail(key, "must be a table ([section])")
+        return _Reader(self.file, value, f"{self.key}.{key}" if self.key else key)
+
+    def children(self) -> dict[str, _Reader]:
+        return {name: self.child(name) for name in self.data}
+
+    def get(
+        self, key: str, kind: type | tuple[type, ...], default: Any = None, *, required: bool = False
+    ) -> Any:
+        if key not in self.data:
+            if required:
+                raise self.fail(key, "is required")
+            return default
+        value = self.data[key]
+        if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+            raise self.fail(key, f"must be {_kind_name(kind)}, not a boolean")
+        if not isinstance(value, kind):
+            raise self.fail(key, f"must be {_kind_name(kind)}, got {value!r}")
+        return value
+
+    def reject_unknown(self, allowed: set[str]) -> None:
+        for key in self.data:
+            if key not in allowed:
+                raise self.fail(key, f"unknown key; allowed keys are {', '.join(sorted(allowed))}")
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    names = {int: "an integer", float: "a number", str: "a string", bool: "true or false", list: "a list"}
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
+def _identifier(reader: _Reader, name: str, what: str) -> str:
+    if not IDENTIFIER.match(name):
+        raise reader.fail(
+            name, f"{what} names must be SQL identifiers (letters, digits, _; not starting with a digit)"
+        )
+    return name.lower()
+
+
+def _positive_number(reader: _Reader, key: str, default: float) -> float:
+    value = float(reader.get(key, (int, float), default))
+    if not math.isfinite(value) or value <= 0:
+        raise reader.fail(key, "must be a finite number greater than 0")
+    return value
+
+
+def _column(reader: _Reader, name: str) -> ColumnPolicy:
+    reader.reject_unknown({"type", "lower", "upper", "public", "values"})
+    type_name = reader.get("type", str, required=True)
+    try:
+        column_type = ColumnType(type_name)
+    except ValueError:
+        raise reader.fail("type", f"must be one of {', '.join(t.value for t in ColumnType)}") from None
+    lower = reader.get("lower", (int, float))
+    upper = reader.get("upper", (int, float))
+    if (lower is None) != (upper is None):
+        raise reader.fail("lower" if lower is None else "upper", "give both lower and upper, or neither")
+    if lower is not None:
+        if not column_type.is_numeric:
+            raise reader.fail("lower", "bounds are only allowed on integer and real columns")
+        if not (math.isfinite(lower) and math.isfinite(upper)):
+            raise reader.fail("lower", "bounds must be finite numbers")
+        if lower >= upper:
+            raise reader.fail("upper", "upper must be greater than lower")
+    public = reader.get("public", bool, False)
+    values = reader.get("values", list)
+    if public and not values:
+        raise reader.fail(
+            "values",
+            "a public column must list its public values (values = [...]) so that group keys never come from the data",
+        )
+    if values is not None and not public:
+        raise reader.fail(
+            "values", "values are only used on public columns; add public = true or remove values"
+        )
+    return ColumnPolicy(name, column_type, lower, upper, public, tuple(values) if values else None)
+
+
+def _table(reader: _Reader, name: str) -> TablePolicy:
+    reader.reject_unknown({"privacy_unit", "max_contributions", "columns"})
+    columns = {
+        _identifier(reader, col, "column"): _column(col_reader, col.lower())
+        for col, col_reader in reader.child("columns").children().items()
+    }
+    if not columns:
+        raise reader.fail("columns", "declare at least one column")
+    unit = reader.get("privacy_unit", str, required=True).lower()
+    if unit == ROW_PRIVACY_UNIT:
+        if reader.get("max_contributions", int, 1) != 1:
+            raise reader.fail("max_contributions", 'must be 1 (or absent) when privacy_unit = "row"')
+        return TablePolicy(name, None, 1, MappingProxyType(columns))
+    if unit not in columns:
+        raise reader.fail("privacy_unit", f'names no declared column; declare columns.{unit} or use "row"')
+    if columns[unit].public:
+        raise reader.fail("privacy_unit", "the privacy unit column cannot be public")
+    max_contributions = reader.get("max_contributions", int, required=True)
+    if max_contributions < 1:
+        raise reader.fail("max_contributions", "must be a positive integer (rows kept per privacy unit)")
+    return TablePolicy(name, unit, max_contributions, MappingProxyType(columns))
+
+
+def _dataset(reader: _Reader, name: str, base: Path) -> DatasetPolicy:
+    reader.reject_unknown({"backend", "path", "default_epsilon", "max_epsilon", "tables"})
+    backend = reader.get("backend", str, "duckdb")
+    if backend != "duckdb":
+        raise reader.fail("backend", 'only "duckdb" is supported in this version')
+    default_epsilon = _positive_number(reader, "default_epsilon", DEFAULT_EPSILON)
+    max_epsilon = _positive_number(reader, "max_epsilon", DEFAULT_MAX_EPSILON)
+    if default_epsilon > max_epsilon:
+        raise reader.fail("default_epsilon", "must not exceed max_epsilon")
+    tables = {
+        _identifier(reader, table, "table"): _table(table_reader, table.lower())
+        for table, table_reader in reader.child("tables").children().items()
+    }
+    path = base / reader.get("path", str, required=True)
+    return DatasetPolicy(name, backend, path, default_epsilon, max_epsilon, MappingProxyType(tables))
+
+
+def parse_config(text: str, *, path: Path) -> VeilConfig:
+    """Validate a policy document; relative paths are resolved against the file's directory."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    root = _Reader(path, data, "")
+    root.reject_unknown({"ledger", "server", "datasets"})
+    base = path.parent
+    ledger = root.child("ledger")
+    ledger.reject_unknown({"path"})
+    server = root.child("server")
+    server.reject_unknown({"host", "port", "max_connections"})
+    port = server.get("port", int, DEFAULT_PORT)
+    if not 0 <= port <= 65535:
+        raise server.fail("port", "must be between 0 and 65535")
+    datasets = {
+        _identifier(root, name, "dataset"): _dataset(reader, name.lower(), base)
+        for name, reader in root.child("datasets").children().items()
+    }
+    return VeilConfig(
+        path=path,
+        ledger_path=base / ledger.get("path", str, "ledger.sqlite"),
+        server=ServerSettings(
+            host=server.get("host", str, "127.0.0.1"),
+            port=port,
+            max_connections=server.get("max_connections", int, 200),
+        ),
+        datasets=MappingProxyType(datasets),
+    )
+
+
+def load_config(path: Path) -> VeilConfig:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{path}: no such policy file",
+            hint="pass --config PATH, set VEIL_CONFIG, or create one with `veil init-demo`",
+        ) from None
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read the policy file: {error.strerror}") from None
+    return parse_config(text, path=path)
+
+
+def read_document(path: Path) -> dict[str, Any]:
+    """The raw TOML document, for commands that edit the policy (``veil import``)."""
+    load_config(path)
+    return tomllib.loads(path.read_text(encoding="utf-8"))
+
+
+def write_document(path: Path, document: Mapping[str, Any]) -> VeilConfig:
+    """Validate, then replace the file atomically so a failed edit never leaves a broken policy."""
+    text = tomli_w.dumps(dict(document))
+    config = parse_config(text, path=path)
+    temporary = path.with_suffix(path.suffix + ".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    temporary.replace(path)
+    return config

@@ -1,0 +1,130 @@
+"""The one client-facing error hierarchy. Each class declares its PostgreSQL SQLSTATE once.
+
+Domain packages (``budget``, ``mechanisms``) raise their own errors and know nothing of SQLSTATEs;
+:func:`as_proxy_error` maps them here, at the edge. Messages follow PostgreSQL's style: the primary
+message is lowercase and says what was refused, ``detail`` says why, ``hint`` says how to fix it.
+Backend error text is never forwarded: a failed cast can quote a private value.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import ClassVar
+
+from budget import errors as budget_errors
+from mechanisms.errors import MechanismError
+
+
+class ProxyError(Exception):
+    """Base class: an error with a SQLSTATE, a message, and optional detail, hint and position."""
+
+    sqlstate: ClassVar[str] = "XX000"
+    registry: ClassVar[dict[str, type[ProxyError]]] = {}
+
+    def __init_subclass__(cls, *, sqlstate: str | None = None, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if sqlstate is not None:
+            cls.sqlstate = sqlstate
+        ProxyError.registry[cls.__name__] = cls
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        detail: str | None = None,
+        hint: str | None = None,
+        position: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+        self.hint = hint
+        self.position = position
+
+
+class QuerySyntaxError(ProxyError, sqlstate="42601"):
+    """The SQL text does not parse."""
+
+
+class UnsupportedQueryError(ProxyError, sqlstate="0A000"):
+    """Valid SQL that Veil does not answer (yet)."""
+
+
+class UnknownTableError(ProxyError, sqlstate="42P01"):
+    """A table that the dataset's policy does not declare."""
+
+
+class UnknownColumnError(ProxyError, sqlstate="42703"):
+    """A column that the table's policy does not declare."""
+
+
+class UndefinedObjectError(ProxyError, sqlstate="42704"):
+    """An unknown setting name in SET/SHOW."""
+
+
+class InvalidParameterValueError(ProxyError, sqlstate="22023"):
+    """A setting given a value outside its legal range."""
+
+
+class PolicyViolationError(ProxyError, sqlstate="42501"):
+    """The query would reveal private rows, or uses private data in a way the policy forbids."""
+
+
+class BudgetExhaustedError(ProxyError, sqlstate="53Z01"):
+    """The answer would take the analyst past the epsilon granted on this dataset."""
+
+
+class InvalidAuthorizationError(ProxyError, sqlstate="28000"):
+    """The analyst has no grant on the dataset they connected to."""
+
+
+class AuthenticationFailedError(ProxyError, sqlstate="28P01"):
+    """Wrong password or unknown analyst (indistinguishable on purpose)."""
+
+
+class UnknownDatabaseError(ProxyError, sqlstate="3D000"):
+    """The database name in the connection string names no dataset."""
+
+
+class ProtocolViolationError(ProxyError, sqlstate="08P01"):
+    """The client broke the wire protocol."""
+
+
+class ConfigError(ProxyError, sqlstate="F0000"):
+    """The policy file is missing or invalid."""
+
+
+class BackendUnavailableError(ProxyError, sqlstate="58000"):
+    """The database engine behind a dataset failed; its error text stays in the server log."""
+
+
+class InternalProxyError(ProxyError, sqlstate="XX000"):
+    """A bug in Veil. Carries an incident id that also appears in the server log."""
+
+    def __init__(self, message: str = "internal error in Veil", **kwargs: object) -> None:
+        self.incident_id = uuid.uuid4().hex[:12]
+        super().__init__(f"{message} (incident {self.incident_id})", **kwargs)  # type: ignore[arg-type]
+
+
+_BUDGET_ERROR_MAP: dict[type[budget_errors.BudgetError], type[ProxyError]] = {
+    budget_errors.BudgetExhaustedError: BudgetExhaustedError,
+    budget_errors.InvalidBudgetError: InvalidParameterValueError,
+    budget_errors.UnknownAnalystError: AuthenticationFailedError,
+}
+
+
+def as_proxy_error(error: Exception) -> ProxyError:
+    """Map any domain error to its client-facing class; unknown errors become internal errors."""
+    if isinstance(error, ProxyError):
+        return error
+    if isinstance(error, budget_errors.BudgetError):
+        target = next(
+            (proxy for domain, proxy in _BUDGET_ERROR_MAP.items() if isinstance(error, domain)),
+            InternalProxyError,
+        )
+        if target is InternalProxyError:
+            return InternalProxyError()
+        return target(error.message, hint=error.hint)
+    if isinstance(error, MechanismError):
+        return InvalidParameterValueError(str(error), hint=getattr(error, "hint", None))
+    return InternalProxyError()

@@ -1,0 +1,208 @@
+"""The query pipeline of one dataset, with no knowledge of the wire.
+
+parse → classify (QueryShape) → price → reserve → rewrite → execute → noise → commit.
+The reservation *is* the debit: it counts as spent from the moment it exists, so a crash between
+execution and commit can only overcharge. A failure before any noisy value exists cancels it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from decimal import Decimal
+
+from sqlglot import exp
+
+from budget.ledger import Ledger
+from mechanisms.random_source import RandomSource
+from proxy import __version__
+from proxy.analysis.parse import parse_statements
+from proxy.analysis.quantities import exact_quantities
+from proxy.analysis.shape import QueryShape
+from proxy.analysis.statements import (
+    ConstantQuery,
+    PrivateQuery,
+    ResetStatement,
+    SetStatement,
+    ShowStatement,
+    Statement,
+    TransactionStatement,
+    classify,
+)
+from proxy.backends.duckdb import DuckDBBackend
+from proxy.config import ColumnType, DatasetPolicy
+from proxy.errors import InvalidParameterValueError, UnsupportedQueryError
+from proxy.release.apply import ReleasedTable, ResultColumn, public_cells, release
+from proxy.release.plan import ReleasePlan, price_query
+from proxy.rewrite.bound_contributions import bounded_query
+from proxy.rewrite.session_info import SessionInfo, substitute_session_info
+from proxy.settings import SETTINGS, SessionSettings
+
+log = logging.getLogger("veil.query")
+
+MAX_GROUP_CELLS = 10_000
+VERSION_STRING = f"PostgreSQL 16.0 (Veil {__version__}, differentially private SQL proxy)"
+
+_DUCKDB_TYPES = {
+    "BOOLEAN": ColumnType.BOOLEAN,
+    "TINYINT": ColumnType.INTEGER,
+    "SMALLINT": ColumnType.INTEGER,
+    "INTEGER": ColumnType.INTEGER,
+    "BIGINT": ColumnType.INTEGER,
+    "HUGEINT": ColumnType.INTEGER,
+    "FLOAT": ColumnType.REAL,
+    "DOUBLE": ColumnType.REAL,
+    "DATE": ColumnType.DATE,
+}
+
+
+@dataclass(frozen=True)
+class StatementOutcome:
+    """What one statement produced: a command tag, maybe a table, and notices for the client."""
+
+    tag: str
+    table: ReleasedTable | None = None
+    notices: tuple[str, ...] = ()
+    parameter_changed: tuple[str, str] | None = None  # a reported setting's new value
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The analyst on whose ledger every answer is debited."""
+
+    name: str
+
+
+class QueryService:
+    def __init__(
+        self,
+        dataset: DatasetPolicy,
+        *,
+        backend: DuckDBBackend,
+        sandbox: DuckDBBackend,
+        ledger: Ledger,
+        rng: RandomSource,
+    ) -> None:
+        self.dataset, self.backend, self.sandbox, self.ledger, self.rng = (
+            dataset,
+            backend,
+            sandbox,
+            ledger,
+            rng,
+        )
+
+    def parse(self, sql: str) -> list[exp.Expression]:
+        return parse_statements(sql)
+
+    def run(
+        self, tree: exp.Expression, *, principal: Principal, settings: SessionSettings
+    ) -> StatementOutcome:
+        statement = classify(tree, self.dataset)
+        if isinstance(statement, PrivateQuery):
+            text = tree.sql(dialect="postgres")
+            return self._answer_privately(statement.shape, text, principal=principal, settings=settings)
+        return self._dispatch(statement, settings=settings, principal=principal)
+
+    def _dispatch(
+        self, statement: Statement, *, principal: Principal, settings: SessionSettings
+    ) -> StatementOutcome:
+        match statement:
+            case ConstantQuery():
+                return self._answer_constant(statement, principal=principal)
+            case SetStatement(name=name, value=value):
+                setting = settings.set(name, value) if value is not None else settings.reset(name)
+                changed = (setting.name, settings.get(name)) if setting.reported else None
+                return StatementOutcome("SET", parameter_changed=changed)
+            case ResetStatement(name=name):
+                if name is None:
+                    settings.reset_all()
+                else:
+                    settings.reset(name)
+                return StatementOutcome("RESET")
+            case ShowStatement(name=name):
+                return StatementOutcome("SHOW", table=self._show(name, settings))
+            case TransactionStatement(tag=tag):
+                return StatementOutcome(tag)
+        raise UnsupportedQueryError("statement not supported")  # pragma: no cover - match is exhaustive
+
+    def epsilon(self, settings: SessionSettings) -> float:
+        chosen = settings.get("veil.epsilon")
+        epsilon = float(chosen) if chosen else self.dataset.default_epsilon
+        if epsilon > self.dataset.max_epsilon:
+            raise InvalidParameterValueError(
+                f"veil.epsilon = {epsilon:g} exceeds this dataset's max_epsilon of {self.dataset.max_epsilon:g}",
+                hint=f"SET veil.epsilon to at most {self.dataset.max_epsilon:g}",
+            )
+        return epsilon
+
+    def plan(self, shape: QueryShape, *, settings: SessionSettings) -> tuple[ReleasePlan, str]:
+        """Price and rewrite without touching the engine or the ledger (also used by explain)."""
+        plan = price_query(shape, epsilon=self.epsilon(settings))
+        if len(public_cells(plan)) > MAX_GROUP_CELLS:
+            raise UnsupportedQueryError(
+                f"the GROUP BY has {len(public_cells(plan))} public cells; at most {MAX_GROUP_CELLS} are answered",
+                hint="group by fewer columns or filter with WHERE",
+            )
+        sql = bounded_query(shape, exact_quantities(shape)).sql(dialect=self.backend.dialect)
+        return plan, sql
+
+    def _answer_privately(
+        self, shape: QueryShape, text: str, *, principal: Principal, settings: SessionSettings
+    ) -> StatementOutcome:
+        plan, sql = self.plan(shape, settings=settings)
+        reservation = self.ledger.reserve(principal.name, self.dataset.name, plan.loss, statement=text)
+        try:
+            _, exact_rows = self.backend.execute(sql)
+            table = release(plan, exact_rows, rng=self.rng)
+        except BaseException:
+            self.ledger.cancel(reservation)
+            raise
+        self.ledger.commit(reservation)
+        balance = self.ledger.balance(principal.name, self.dataset.name)
+        notice = (
+            f"differential privacy: this answer spent {plan.describe()}; "
+            f"{balance.remaining_epsilon:.6g} of {balance.granted_epsilon:.6g} ε remains on dataset {self.dataset.name}"
+        )
+        log.info("released analyst=%s dataset=%s epsilon=%s", principal.name, self.dataset.name, plan.epsilon)
+        return StatementOutcome(f"SELECT {len(table.rows)}", table=table, notices=(notice,))
+
+    def _answer_constant(self, query: ConstantQuery, *, principal: Principal) -> StatementOutcome:
+        info = SessionInfo(version=VERSION_STRING, user=principal.name, database=self.dataset.name)
+        tree = substitute_session_info(query.tree, info=info)
+        aliased = [
+            (item.this if isinstance(item, exp.Alias) else item).as_(f"_c{i}")
+            for i, item in enumerate(tree.expressions)
+        ]
+        description, rows = self.sandbox.execute(
+            tree.select(*aliased, append=False).sql(dialect=self.sandbox.dialect)
+        )
+        columns = tuple(
+            ResultColumn(name, _DUCKDB_TYPES.get(type_name, _decimal_or_text(type_name)))
+            for name, (_, type_name) in zip(query.output_names, description, strict=True)
+        )
+        return StatementOutcome(
+            f"SELECT {len(rows)}", table=ReleasedTable(columns, [_plain(row) for row in rows])
+        )
+
+    def _show(self, name: str, settings: SessionSettings) -> ReleasedTable:
+        if name.upper() == "ALL":
+            rows = [(s.name, self._effective(s.name, settings), s.help) for s in SETTINGS]
+            columns = ("name", "setting", "description")
+            return ReleasedTable(tuple(ResultColumn(c, ColumnType.TEXT) for c in columns), rows)
+        value = self._effective(name, settings)
+        return ReleasedTable((ResultColumn(name.lower(), ColumnType.TEXT),), [(value,)])
+
+    def _effective(self, name: str, settings: SessionSettings) -> str:
+        value = settings.get(name)
+        if name.lower() == "veil.epsilon" and not value:
+            return repr(self.dataset.default_epsilon)
+        return value
+
+
+def _decimal_or_text(type_name: str) -> ColumnType:
+    return ColumnType.REAL if type_name.startswith("DECIMAL") else ColumnType.TEXT
+
+
+def _plain(row: tuple[object, ...]) -> tuple[object, ...]:
+    """Decimals from the sandbox become floats; everything else passes through."""
+    return tuple(float(value) if isinstance(value, Decimal) else value for value in row)

@@ -1,0 +1,86 @@
+"""The asyncio listener: one Session per connection, a cap on concurrent connections."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from budget.ledger import Ledger
+from mechanisms.random_source import secure_random_source
+from proxy.backends.duckdb import DuckDBBackend
+from proxy.config import VeilConfig
+from proxy.errors import ProxyError
+from proxy.query_service import QueryService
+from proxy.session import Session, SessionContext
+from proxy.wire import messages as wire
+
+log = logging.getLogger("veil.server")
+
+
+def build_context(config: VeilConfig) -> SessionContext:
+    """Open the ledger and every dataset's engine once; sessions share them."""
+    ledger = Ledger.open(config.ledger_path)
+    sandbox = DuckDBBackend.sandbox()
+    rng = secure_random_source()
+    services = {
+        name: QueryService(
+            dataset, backend=DuckDBBackend(dataset.path), sandbox=sandbox, ledger=ledger, rng=rng
+        )
+        for name, dataset in config.datasets.items()
+    }
+    return SessionContext(ledger=ledger, services=services)
+
+
+class VeilServer:
+    def __init__(self, config: VeilConfig, context: SessionContext) -> None:
+        self.config, self.context = config, context
+        self.active = 0
+        self._server: asyncio.Server | None = None
+
+    async def start(self, host: str, port: int) -> int:
+        """Listen and return the bound port (useful with port 0)."""
+        self._server = await asyncio.start_server(self._accept, host, port)
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def serve_forever(self) -> None:
+        assert self._server is not None
+        async with self._server:
+            await self._server.serve_forever()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.active >= self.config.server.max_connections:
+            await _refuse_too_many(writer, self.config.server.max_connections)
+            return
+        self.active += 1
+        try:
+            await Session(reader, writer, self.context).run()
+        except Exception:  # a bug in one session must never take the listener down
+            log.exception("session crashed")
+            writer.close()
+        finally:
+            self.active -= 1
+
+
+class TooManyConnectionsError(ProxyError, sqlstate="53300"):
+    """More clients than server.max_connections."""
+
+
+async def _refuse_too_many(writer: asyncio.StreamWriter, limit: int) -> None:
+    error = TooManyConnectionsError(f"sorry, too many clients already (max_connections = {limit})")
+    fields = wire.ErrorFields(severity="FATAL", sqlstate=error.sqlstate, message=error.message)
+    writer.write(wire.error_response(fields))
+    writer.close()
+
+
+def run_server(config: VeilConfig, *, host: str, port: int, on_ready: Callable[[int], None]) -> None:
+    """Blocking entry point for ``veil serve``: opens everything, then serves until interrupted."""
+    context = build_context(config)
+    server = VeilServer(config, context)
+
+    async def main() -> None:
+        bound = await server.start(host, port)
+        on_ready(bound)
+        await server.serve_forever()
+
+    asyncio.run(main())

@@ -1,0 +1,123 @@
+"""Session settings, declared once: SET/SHOW/RESET, startup parameters and docs all derive from
+:data:`SETTINGS`.
+
+Clients set a handful of standard PostgreSQL parameters on connect (psql, JDBC and psycopg do);
+Veil accepts them so those clients work, even when they change nothing in Veil's behaviour.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from proxy.errors import InvalidParameterValueError, UndefinedObjectError
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    default: str
+    help: str
+    normalize: Callable[[str], str] = str
+    reported: bool = False  # sent as ParameterStatus at startup and when changed
+
+
+def _epsilon(value: str) -> str:
+    try:
+        number = float(value)
+    except ValueError:
+        raise InvalidParameterValueError(
+            f'invalid value for parameter "veil.epsilon": "{value}"', hint="use a positive number such as 0.1"
+        ) from None
+    if not math.isfinite(number) or number <= 0:
+        raise InvalidParameterValueError(
+            f'invalid value for parameter "veil.epsilon": "{value}"', hint="epsilon must be greater than 0"
+        )
+    return repr(number)
+
+
+def _utf8_only(value: str) -> str:
+    if value.replace("-", "").upper() not in ("UTF8", "UNICODE"):
+        raise InvalidParameterValueError(
+            f'invalid value for parameter "client_encoding": "{value}"', hint="Veil speaks UTF8 only"
+        )
+    return "UTF8"
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "veil.epsilon",
+        "",
+        "Epsilon spent by each DP query of this session (default: the dataset's default_epsilon; "
+        "at most its max_epsilon).",
+        _epsilon,
+    ),
+    Setting("application_name", "", "Client application name, reported back to the client.", reported=True),
+    Setting("client_encoding", "UTF8", "Only UTF8 is supported.", _utf8_only, reported=True),
+    Setting(
+        "DateStyle", "ISO, MDY", "Accepted for compatibility; dates are always sent in ISO.", reported=True
+    ),
+    Setting("IntervalStyle", "postgres", "Accepted for compatibility.", reported=True),
+    Setting("TimeZone", "UTC", "Accepted for compatibility; timestamps are sent in UTC.", reported=True),
+    Setting("extra_float_digits", "1", "Accepted for compatibility; floats are sent round-trip exact."),
+    Setting("search_path", '"$user", public', "Accepted for compatibility."),
+    Setting("statement_timeout", "0", "Accepted for compatibility."),
+    Setting("lock_timeout", "0", "Accepted for compatibility."),
+    Setting("idle_in_transaction_session_timeout", "0", "Accepted for compatibility."),
+    Setting("bytea_output", "hex", "Accepted for compatibility."),
+    Setting("default_transaction_read_only", "on", "Veil is read-only."),
+)
+
+SETTINGS_BY_NAME: Mapping[str, Setting] = {setting.name.lower(): setting for setting in SETTINGS}
+
+# Reported at startup but not settable: they describe the server, not the session.
+SERVER_PARAMETERS: Mapping[str, str] = {
+    "server_version": "16.0",
+    "server_encoding": "UTF8",
+    "integer_datetimes": "on",
+    "standard_conforming_strings": "on",
+    "is_superuser": "off",
+}
+
+
+def lookup(name: str) -> Setting:
+    setting = SETTINGS_BY_NAME.get(name.lower())
+    if setting is None:
+        raise UndefinedObjectError(
+            f'unrecognized configuration parameter "{name}"',
+            hint="Veil settings are: " + ", ".join(s.name for s in SETTINGS if s.name.startswith("veil.")),
+        )
+    return setting
+
+
+class SessionSettings:
+    """The current values of one connection's settings (strings, as PostgreSQL keeps them)."""
+
+    def __init__(self, startup: Mapping[str, str] | None = None) -> None:
+        self._values: dict[str, str] = {}
+        for name, value in (startup or {}).items():
+            if name.lower() in SETTINGS_BY_NAME:
+                self.set(name, value)
+
+    def set(self, name: str, value: str) -> Setting:
+        setting = lookup(name)
+        self._values[setting.name.lower()] = setting.normalize(value)
+        return setting
+
+    def reset(self, name: str) -> Setting:
+        setting = lookup(name)
+        self._values.pop(setting.name.lower(), None)
+        return setting
+
+    def reset_all(self) -> None:
+        self._values.clear()
+
+    def get(self, name: str) -> str:
+        setting = lookup(name)
+        return self._values.get(setting.name.lower(), setting.default)
+
+    def reported(self) -> dict[str, str]:
+        """ParameterStatus values sent at startup."""
+        values = {s.name: self.get(s.name) for s in SETTINGS if s.reported}
+        return {**SERVER_PARAMETERS, **values}

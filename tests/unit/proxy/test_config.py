@@ -1,0 +1,342 @@
+"""The policy file: one valid document, and a table of invalid ones with the key path each error names."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomli_w
+
+from proxy.config import (
+    ColumnType,
+    load_config,
+    parse_config,
+    read_document,
+    write_document,
+)
+from proxy.errors import ConfigError
+
+Document = dict[str, Any]
+
+
+def valid_document() -> Document:
+    return {
+        "ledger": {"path": "ledger.sqlite"},
+        "server": {"host": "127.0.0.1", "port": 5433},
+        "datasets": {
+            "demo": {
+                "backend": "duckdb",
+                "path": "demo.duckdb",
+                "default_epsilon": 0.1,
+                "max_epsilon": 1.0,
+                "tables": {
+                    "visits": {
+                        "privacy_unit": "patient_id",
+                        "max_contributions": 10,
+                        "columns": {
+                            "patient_id": {"type": "integer"},
+                            "age": {"type": "integer", "lower": 0, "upper": 100},
+                            "cost": {"type": "real", "lower": 0, "upper": 5000.5},
+                            "visit_date": {"type": "date"},
+                            "sex": {"type": "text", "public": True, "values": ["female", "male"]},
+                        },
+                    },
+                    "people": {"privacy_unit": "row", "columns": {"smoker": {"type": "boolean"}}},
+                },
+            }
+        },
+    }
+
+
+def parse(document: Document, directory: Path) -> Any:
+    return parse_config(tomli_w.dumps(document), path=directory / "veil.toml")
+
+
+def _visits(document: Document) -> Document:
+    table: Document = document["datasets"]["demo"]["tables"]["visits"]
+    return table
+
+
+def _columns(document: Document) -> Document:
+    columns: Document = _visits(document)["columns"]
+    return columns
+
+
+def _set(path: str, value: Any) -> Callable[[Document], None]:
+    """A mutation that sets the dotted key ``path`` (relative to the document root) to ``value``."""
+
+    def mutate(document: Document) -> None:
+        *parents, last = path.split(".")
+        node = document
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[last] = value
+
+    return mutate
+
+
+def _delete(path: str) -> Callable[[Document], None]:
+    def mutate(document: Document) -> None:
+        *parents, last = path.split(".")
+        node = document
+        for key in parents:
+            node = node[key]
+        del node[last]
+
+    return mutate
+
+
+def _rename_column(old: str, new: str) -> Callable[[Document], None]:
+    def mutate(document: Document) -> None:
+        _columns(document)[new] = _columns(document).pop(old)
+
+    return mutate
+
+
+VISITS = "datasets.demo.tables.visits"
+AGE = f"{VISITS}.columns.age"
+SEX = f"{VISITS}.columns.sex"
+
+INVALID_DOCUMENTS: list[tuple[str, Callable[[Document], None], str]] = [
+    ("bounds reversed", _set(f"{AGE}.upper", 0), f"{AGE}.upper: upper must be greater than lower"),
+    ("bounds equal", _set(f"{AGE}.lower", 100), f"{AGE}.upper: upper must be greater than lower"),
+    ("only a lower bound", _delete(f"{AGE}.upper"), f"{AGE}.upper: give both lower and upper, or neither"),
+    ("only an upper bound", _delete(f"{AGE}.lower"), f"{AGE}.lower: give both lower and upper, or neither"),
+    ("infinite bound", _set(f"{AGE}.upper", float("inf")), f"{AGE}.lower: bounds must be finite numbers"),
+    ("bound is text", _set(f"{AGE}.upper", "100"), f"{AGE}.upper: must be an integer or a number, got '100'"),
+    ("one bound on text", _set(f"{SEX}.lower", 0), f"{SEX}.upper: give both lower and upper"),
+    (
+        "both bounds on text",
+        lambda d: _columns(d)["sex"].update(lower=0, upper=1),
+        f"{SEX}.lower: bounds are only allowed on integer and real columns",
+    ),
+    ("unknown type", _set(f"{AGE}.type", "timestamp"), f"{AGE}.type: must be one of integer, real, text"),
+    ("missing type", _delete(f"{AGE}.type"), f"{AGE}.type: is required"),
+    (
+        "public without values",
+        _delete(f"{SEX}.values"),
+        f"{SEX}.values: a public column must list its public values",
+    ),
+    ("public with empty values", _set(f"{SEX}.values", []), f"{SEX}.values: a public column must list"),
+    (
+        "values on a private column",
+        _set(f"{SEX}.public", False),
+        f"{SEX}.values: values are only used on public columns",
+    ),
+    (
+        "public is not boolean",
+        _set(f"{SEX}.public", "yes"),
+        f"{SEX}.public: must be true or false, got 'yes'",
+    ),
+    ("values is not a list", _set(f"{SEX}.values", "female"), f"{SEX}.values: must be a list, got 'female'"),
+    ("unknown column key", _set(f"{AGE}.colour", "red"), f"{AGE}.colour: unknown key; allowed keys are"),
+    ("column is not a table", _set(f"{AGE}", 3), f"{AGE}: must be a table ([section])"),
+    ("no columns", _set(f"{VISITS}.columns", {}), f"{VISITS}.columns: declare at least one column"),
+    ("missing privacy unit", _delete(f"{VISITS}.privacy_unit"), f"{VISITS}.privacy_unit: is required"),
+    (
+        "undeclared privacy unit",
+        _set(f"{VISITS}.privacy_unit", "person"),
+        f'{VISITS}.privacy_unit: names no declared column; declare columns.person or use "row"',
+    ),
+    (
+        "public privacy unit",
+        _set(f"{VISITS}.privacy_unit", "sex"),
+        f"{VISITS}.privacy_unit: the privacy unit column cannot be public",
+    ),
+    (
+        "missing max_contributions",
+        _delete(f"{VISITS}.max_contributions"),
+        f"{VISITS}.max_contributions: is required",
+    ),
+    (
+        "zero max_contributions",
+        _set(f"{VISITS}.max_contributions", 0),
+        f"{VISITS}.max_contributions: must be a positive integer",
+    ),
+    (
+        "fractional max_contributions",
+        _set(f"{VISITS}.max_contributions", 2.5),
+        f"{VISITS}.max_contributions: must be an integer, got 2.5",
+    ),
+    (
+        "row unit with max_contributions",
+        _set("datasets.demo.tables.people.max_contributions", 3),
+        'datasets.demo.tables.people.max_contributions: must be 1 (or absent) when privacy_unit = "row"',
+    ),
+    ("unknown table key", _set(f"{VISITS}.owner", "x"), f"{VISITS}.owner: unknown key"),
+    (
+        "other backend",
+        _set("datasets.demo.backend", "postgres"),
+        'datasets.demo.backend: only "duckdb" is supported',
+    ),
+    ("missing dataset path", _delete("datasets.demo.path"), "datasets.demo.path: is required"),
+    (
+        "default above max epsilon",
+        _set("datasets.demo.default_epsilon", 2.0),
+        "datasets.demo.default_epsilon: must not exceed max_epsilon",
+    ),
+    (
+        "negative epsilon",
+        _set("datasets.demo.max_epsilon", -1.0),
+        "datasets.demo.max_epsilon: must be a finite number greater than 0",
+    ),
+    (
+        "nan epsilon",
+        _set("datasets.demo.max_epsilon", float("nan")),
+        "datasets.demo.max_epsilon: must be a finite",
+    ),
+    (
+        "boolean epsilon",
+        _set("datasets.demo.max_epsilon", True),
+        "datasets.demo.max_epsilon: must be an integer or a number, not a boolean",
+    ),
+    ("unknown dataset key", _set("datasets.demo.owner", "x"), "datasets.demo.owner: unknown key"),
+    ("port out of range", _set("server.port", 70000), "server.port: must be between 0 and 65535"),
+    ("unknown server key", _set("server.colour", "red"), "server.colour: unknown key"),
+    ("unknown ledger key", _set("ledger.colour", "red"), "ledger.colour: unknown key"),
+    ("ledger is not a table", _set("ledger", "ledger.sqlite"), "ledger: must be a table ([section])"),
+    (
+        "unknown top-level key",
+        _set("colour", "red"),
+        "colour: unknown key; allowed keys are datasets, ledger, server",
+    ),
+    (
+        "column name not an identifier",
+        _rename_column("age", "age-years"),
+        "age-years: column names must be SQL identifiers",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [pytest.param(mutate, message, id=name) for name, mutate, message in INVALID_DOCUMENTS],
+)
+def test_rejects_invalid_document_naming_the_key_path(
+    tmp_path: Path, mutate: Callable[[Document], None], message: str
+) -> None:
+    document = copy.deepcopy(valid_document())
+    mutate(document)
+    with pytest.raises(ConfigError) as raised:
+        parse(document, tmp_path)
+    assert message in raised.value.message
+    assert raised.value.message.startswith(f"{tmp_path / 'veil.toml'}: ")
+
+
+# Errors whose key path is incomplete today: proxy/config.py passes the parent reader (not the
+# `tables`/`columns` child) to _identifier, so the path skips a level. Strict xfail: these start to
+# pass, and must be un-marked, when that is fixed.
+@pytest.mark.xfail(reason="config.py: identifier errors skip the tables/columns level of the key path")
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        pytest.param(
+            _rename_column("age", "age-years"),
+            f"{VISITS}.columns.age-years: column names must be SQL identifiers",
+            id="column",
+        ),
+        pytest.param(
+            lambda d: d["datasets"]["demo"]["tables"].update(
+                {"2024": d["datasets"]["demo"]["tables"].pop("visits")}
+            ),
+            "datasets.demo.tables.2024: table names must be SQL identifiers",
+            id="table",
+        ),
+        pytest.param(
+            lambda d: d["datasets"].update({"my-data": d["datasets"].pop("demo")}),
+            "datasets.my-data: dataset names must be SQL identifiers",
+            id="dataset",
+        ),
+    ],
+)
+def test_identifier_errors_name_the_full_key_path(
+    tmp_path: Path, mutate: Callable[[Document], None], message: str
+) -> None:
+    document = copy.deepcopy(valid_document())
+    mutate(document)
+    with pytest.raises(ConfigError) as raised:
+        parse(document, tmp_path)
+    assert message in raised.value.message
+
+
+@pytest.mark.xfail(reason="config.py: public values are not checked against the column type")
+def test_rejects_public_values_of_the_wrong_type(tmp_path: Path) -> None:
+    document = valid_document()
+    _columns(document)["age"] = {"type": "integer", "public": True, "values": ["young", "old"]}
+    with pytest.raises(ConfigError, match=f"{AGE}.values"):
+        parse(document, tmp_path)
+
+
+def test_rejects_text_that_is_not_toml(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        parse_config("[datasets\n", path=tmp_path / "veil.toml")
+
+
+def test_parses_valid_document(tmp_path: Path) -> None:
+    config = parse(valid_document(), tmp_path)
+    assert config.ledger_path == tmp_path / "ledger.sqlite"
+    assert (config.server.host, config.server.port) == ("127.0.0.1", 5433)
+    demo = config.dataset("demo")
+    assert demo is not None
+    assert (demo.backend, demo.path) == ("duckdb", tmp_path / "demo.duckdb")
+    assert (demo.default_epsilon, demo.max_epsilon) == (0.1, 1.0)
+    visits = demo.table("VISITS")
+    assert visits is not None
+    assert (visits.privacy_unit, visits.max_contributions) == ("patient_id", 10)
+    age = visits.column("age")
+    assert age is not None
+    assert (age.type, age.lower, age.upper, age.public) == (ColumnType.INTEGER, 0, 100, False)
+    sex = visits.column("sex")
+    assert sex is not None
+    assert (sex.public, sex.values) == (True, ("female", "male"))
+
+
+def test_row_privacy_unit_means_one_row_per_person(tmp_path: Path) -> None:
+    demo = parse(valid_document(), tmp_path).dataset("demo")
+    people = demo.table("people")
+    assert (people.privacy_unit, people.max_contributions) == (None, 1)
+
+
+def test_defaults_apply_to_a_minimal_document(tmp_path: Path) -> None:
+    config = parse({"datasets": {"d": {"path": "d.duckdb"}}}, tmp_path)
+    assert config.ledger_path == tmp_path / "ledger.sqlite"
+    assert (config.server.host, config.server.port) == ("127.0.0.1", 5433)
+    dataset = config.dataset("d")
+    assert (dataset.backend, dataset.default_epsilon, dataset.max_epsilon) == ("duckdb", 0.1, 1.0)
+    assert dict(dataset.tables) == {}
+
+
+def test_names_are_case_insensitive(tmp_path: Path) -> None:
+    document = valid_document()
+    _columns(document)["Cost"] = _columns(document).pop("cost")
+    table = parse(document, tmp_path).dataset("demo").table("Visits")
+    assert table.column("COST") is not None
+
+
+def test_missing_file_says_how_to_create_one(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such policy file") as raised:
+        load_config(tmp_path / "missing.toml")
+    assert raised.value.hint is not None
+    assert "veil init-demo" in raised.value.hint
+
+
+def test_load_config_reads_a_written_document(tmp_path: Path) -> None:
+    path = tmp_path / "veil.toml"
+    write_document(path, valid_document())
+    assert load_config(path).dataset("demo") is not None
+    assert read_document(path) == valid_document()
+
+
+def test_write_document_leaves_the_file_unchanged_when_invalid(tmp_path: Path) -> None:
+    path = tmp_path / "veil.toml"
+    write_document(path, valid_document())
+    before = path.read_bytes()
+    broken = valid_document()
+    _columns(broken)["age"]["upper"] = -1
+    with pytest.raises(ConfigError, match="upper must be greater than lower"):
+        write_document(path, broken)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["veil.toml"]

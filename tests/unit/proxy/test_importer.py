@@ -1,0 +1,371 @@
+"""``veil import``: a file in, a table and its policy out, or a refusal that leaves both unchanged."""
+
+from __future__ import annotations
+
+import datetime
+import gzip
+import re
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType
+
+import duckdb
+import pytest
+
+from proxy.config import ColumnType, TablePolicy, load_config, read_document, write_document
+from proxy.errors import ConfigError
+from proxy.importer import import_table, parse_bounds_option, parse_public_option
+
+PATIENTS_CSV = """\
+patient_id;Age;sex;income;smoker;seen_at
+1;34;female;42000.5;true;2024-03-01 09:15:00
+1;34;female;42000.5;true;2024-04-11 10:00:00
+2;71;male;18000;false;2025-01-20 16:45:00
+3;5;female;0;false;2024-12-31 23:59:00
+"""
+
+
+@pytest.fixture
+def config_path(tmp_path: Path) -> Path:
+    path = tmp_path / "veil.toml"
+    write_document(path, {"datasets": {"clinic": {"backend": "duckdb", "path": "clinic.duckdb"}}})
+    return path
+
+
+@pytest.fixture
+def csv_source(tmp_path: Path) -> Path:
+    path = tmp_path / "patients.csv"
+    path.write_text(PATIENTS_CSV, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def parquet_source(tmp_path: Path, csv_source: Path) -> Path:
+    path = tmp_path / "patients.parquet"
+    with duckdb.connect() as connection:
+        connection.execute(
+            "COPY (SELECT * FROM read_csv($1, auto_detect = true)) TO '" + str(path) + "' (FORMAT parquet)",
+            [str(csv_source)],
+        )
+    return path
+
+
+def rows(config_path: Path, sql: str) -> list[tuple[object, ...]]:
+    with duckdb.connect(str(config_path.parent / "clinic.duckdb"), read_only=True) as connection:
+        return connection.execute(sql).fetchall()
+
+
+def import_patients(
+    config_path: Path,
+    source: Path,
+    *,
+    privacy_unit: str = "patient_id",
+    max_contributions: int | None = 2,
+    public: Mapping[str, Sequence[str]] = MappingProxyType({}),
+    bounds: Mapping[str, tuple[float, float]] = MappingProxyType({}),
+) -> TablePolicy:
+    return import_table(
+        config_path,
+        dataset="clinic",
+        table="patients",
+        source=source,
+        privacy_unit=privacy_unit,
+        max_contributions=max_contributions,
+        public=public,
+        bounds=bounds,
+    )
+
+
+def test_imports_semicolon_csv_with_detected_types(config_path: Path, csv_source: Path) -> None:
+    policy = import_patients(config_path, csv_source)
+    types = {name: column.type for name, column in policy.columns.items()}
+    assert types == {
+        "patient_id": ColumnType.INTEGER,
+        "age": ColumnType.INTEGER,
+        "sex": ColumnType.TEXT,
+        "income": ColumnType.REAL,
+        "smoker": ColumnType.BOOLEAN,
+        "seen_at": ColumnType.DATE,
+    }
+    assert rows(config_path, "SELECT count(*), sum(age), sum(income) FROM patients") == [(4, 144, 102001.0)]
+
+
+def test_stores_columns_in_canonical_types_under_lowercase_names(config_path: Path, csv_source: Path) -> None:
+    import_patients(config_path, csv_source)
+    described = rows(
+        config_path, "SELECT column_name, data_type FROM information_schema.columns ORDER BY ordinal_position"
+    )
+    assert described == [
+        ("patient_id", "BIGINT"),
+        ("age", "BIGINT"),
+        ("sex", "VARCHAR"),
+        ("income", "DOUBLE"),
+        ("smoker", "BOOLEAN"),
+        ("seen_at", "DATE"),
+    ]
+
+
+def test_timestamps_become_their_day(config_path: Path, csv_source: Path) -> None:
+    import_patients(config_path, csv_source)
+    assert rows(config_path, "SELECT max(seen_at) FROM patients") == [(datetime.date(2025, 1, 20),)]
+
+
+def test_imports_parquet(config_path: Path, parquet_source: Path) -> None:
+    policy = import_patients(config_path, parquet_source)
+    assert policy.columns["seen_at"].type is ColumnType.DATE
+    assert rows(config_path, "SELECT count(DISTINCT patient_id) FROM patients") == [(3,)]
+
+
+def test_declares_the_table_in_the_policy_file(config_path: Path, csv_source: Path) -> None:
+    import_patients(config_path, csv_source, public={"sex": ["female", "male"]}, bounds={"age": (0, 100)})
+    table = load_config(config_path).dataset("clinic").table("patients")  # type: ignore[union-attr]
+    assert table is not None
+    assert (table.privacy_unit, table.max_contributions) == ("patient_id", 2)
+    assert read_document(config_path)["datasets"]["clinic"]["tables"]["patients"]["columns"] == {
+        "patient_id": {"type": "integer"},
+        "age": {"type": "integer", "lower": 0, "upper": 100},
+        "sex": {"type": "text", "public": True, "values": ["female", "male"]},
+        "income": {"type": "real"},
+        "smoker": {"type": "boolean"},
+        "seen_at": {"type": "date"},
+    }
+
+
+def test_public_values_take_the_column_type(config_path: Path, csv_source: Path) -> None:
+    policy = import_patients(
+        config_path,
+        csv_source,
+        public={"Age": ["5", "34", "71"], "smoker": ["true", "False"], "seen_at": ["2024-03-01"]},
+    )
+    columns = policy.columns
+    assert columns["age"].values == (5, 34, 71)
+    assert columns["smoker"].values == (True, False)
+    assert columns["seen_at"].values == (datetime.date(2024, 3, 1),)
+
+
+def test_real_bounds_are_kept_as_numbers(config_path: Path, csv_source: Path) -> None:
+    policy = import_patients(config_path, csv_source, bounds={"income": (0.0, 250_000.5)})
+    income = policy.columns["income"]
+    assert (income.lower, income.upper, income.public) == (0.0, 250_000.5, False)
+
+
+def test_row_privacy_unit_needs_no_max_contributions(config_path: Path, csv_source: Path) -> None:
+    policy = import_table(
+        config_path, dataset="clinic", table="patients", source=csv_source, privacy_unit="row"
+    )
+    assert (policy.privacy_unit, policy.max_contributions) == (None, 1)
+    assert read_document(config_path)["datasets"]["clinic"]["tables"]["patients"]["privacy_unit"] == "row"
+
+
+def test_row_privacy_unit_refuses_more_than_one_contribution(config_path: Path, csv_source: Path) -> None:
+    with pytest.raises(ConfigError, match=re.escape('must be 1 (or absent) when the privacy unit is "row"')):
+        import_patients(config_path, csv_source, privacy_unit="row", max_contributions=3)
+
+
+def test_column_privacy_unit_requires_max_contributions(config_path: Path, csv_source: Path) -> None:
+    with pytest.raises(ConfigError, match="--max-contributions is required") as raised:
+        import_patients(config_path, csv_source, max_contributions=None)
+    assert raised.value.hint is not None
+    assert "--max-contributions N" in raised.value.hint
+
+
+def test_rejects_nonpositive_max_contributions(config_path: Path, csv_source: Path) -> None:
+    with pytest.raises(ConfigError, match="must be a positive integer"):
+        import_patients(config_path, csv_source, max_contributions=0)
+
+
+def test_rejects_unknown_privacy_unit_listing_columns(config_path: Path, csv_source: Path) -> None:
+    with pytest.raises(
+        ConfigError, match=re.escape('--privacy-unit: column "person" is not in patients.csv')
+    ) as raised:
+        import_patients(config_path, csv_source, privacy_unit="person")
+    assert raised.value.detail == "its columns are: patient_id, age, sex, income, smoker, seen_at"
+
+
+def test_rejects_unknown_public_column_listing_columns(config_path: Path, csv_source: Path) -> None:
+    with pytest.raises(
+        ConfigError, match=re.escape('--public: column "gender" is not in patients.csv')
+    ) as raised:
+        import_patients(config_path, csv_source, public={"gender": ["f"]})
+    assert raised.value.detail is not None
+    assert "sex" in raised.value.detail
+
+
+def test_rejects_unknown_bounds_column(config_path: Path, csv_source: Path) -> None:
+    with pytest.raises(ConfigError, match=re.escape('--bounds: column "salary" is not in patients.csv')):
+        import_patients(config_path, csv_source, bounds={"salary": (0, 1)})
+
+
+@pytest.mark.parametrize(
+    ("bounds", "message"),
+    [
+        pytest.param((100, 0), "upper must be greater than lower", id="reversed"),
+        pytest.param((5, 5), "upper must be greater than lower", id="empty"),
+        pytest.param((0, float("inf")), "must be finite numbers", id="infinite"),
+    ],
+)
+def test_rejects_bad_bounds(
+    config_path: Path, csv_source: Path, bounds: tuple[float, float], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        import_patients(config_path, csv_source, bounds={"age": bounds})
+
+
+def test_rejects_bounds_on_text_column(config_path: Path, csv_source: Path) -> None:
+    with pytest.raises(ConfigError, match="bounds apply only to integer and real columns"):
+        import_patients(config_path, csv_source, bounds={"sex": (0, 1)})
+
+
+def test_rejects_public_value_not_of_column_type(config_path: Path, csv_source: Path) -> None:
+    with pytest.raises(ConfigError, match="value 'old' is not a valid integer for column \"age\""):
+        import_patients(config_path, csv_source, public={"age": ["old"]})
+
+
+def test_rejects_duplicate_public_values(config_path: Path, csv_source: Path) -> None:
+    with pytest.raises(ConfigError, match="lists a value twice"):
+        import_patients(config_path, csv_source, public={"age": ["5", "05"]})
+
+
+def test_rejects_public_privacy_unit(config_path: Path, csv_source: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot be public"):
+        import_patients(config_path, csv_source, public={"patient_id": ["1"]})
+
+
+def test_refusal_leaves_database_and_policy_untouched(config_path: Path, csv_source: Path) -> None:
+    before = config_path.read_bytes()
+    with pytest.raises(ConfigError):
+        import_patients(config_path, csv_source, bounds={"salary": (0, 1)})
+    assert config_path.read_bytes() == before
+    assert rows(config_path, "SELECT count(*) FROM information_schema.tables") == [(0,)]
+
+
+def test_refuses_table_already_declared(config_path: Path, csv_source: Path) -> None:
+    import_patients(config_path, csv_source)
+    with pytest.raises(ConfigError, match='table "patients" is already declared in dataset "clinic"'):
+        import_patients(config_path, csv_source)
+
+
+def test_refuses_table_already_in_the_database(config_path: Path, csv_source: Path) -> None:
+    with duckdb.connect(str(config_path.parent / "clinic.duckdb")) as connection:
+        connection.execute("CREATE TABLE Patients (x INTEGER)")
+    with pytest.raises(ConfigError, match='table "patients" already exists in') as raised:
+        import_patients(config_path, csv_source)
+    assert raised.value.hint == "choose another table name, or drop the table first"
+
+
+def test_refuses_table_name_that_is_not_an_identifier(config_path: Path, csv_source: Path) -> None:
+    with pytest.raises(ConfigError, match='"patients; DROP TABLE x" is not a valid table name'):
+        import_table(
+            config_path,
+            dataset="clinic",
+            table="patients; DROP TABLE x",
+            source=csv_source,
+            privacy_unit="row",
+        )
+
+
+def test_refuses_column_name_that_is_not_an_identifier(config_path: Path, tmp_path: Path) -> None:
+    source = tmp_path / "odd.csv"
+    source.write_text('id,"first name"\n1,ann\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match='column "first name" is not a valid column name'):
+        import_table(config_path, dataset="clinic", table="odd", source=source, privacy_unit="row")
+
+
+def test_refuses_unknown_dataset(config_path: Path, csv_source: Path) -> None:
+    with pytest.raises(ConfigError, match='dataset "shop" is not declared') as raised:
+        import_table(config_path, dataset="shop", table="t", source=csv_source, privacy_unit="row")
+    assert raised.value.detail == "declared datasets: clinic"
+
+
+def test_refuses_unknown_file_extension(config_path: Path, tmp_path: Path) -> None:
+    source = tmp_path / "patients.xlsx"
+    source.write_bytes(b"")
+    with pytest.raises(ConfigError, match="cannot tell the file format") as raised:
+        import_table(config_path, dataset="clinic", table="t", source=source, privacy_unit="row")
+    assert raised.value.hint is not None
+    assert ".parquet" in raised.value.hint
+
+
+def test_refuses_missing_file(config_path: Path, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such file"):
+        import_table(
+            config_path, dataset="clinic", table="t", source=tmp_path / "nope.csv", privacy_unit="row"
+        )
+
+
+def test_reports_unreadable_parquet(config_path: Path, tmp_path: Path) -> None:
+    source = tmp_path / "broken.parquet"
+    source.write_text("not parquet", encoding="utf-8")
+    with pytest.raises(ConfigError, match="cannot be read as Parquet"):
+        import_table(config_path, dataset="clinic", table="t", source=source, privacy_unit="row")
+
+
+def test_drops_the_table_when_the_policy_cannot_be_written(config_path: Path, csv_source: Path) -> None:
+    (config_path.parent / "veil.toml.tmp").mkdir()  # write_document's temporary file cannot be created
+    with pytest.raises(ConfigError, match="cannot write the policy file"):
+        import_patients(config_path, csv_source)
+    assert rows(config_path, "SELECT count(*) FROM information_schema.tables") == [(0,)]
+    assert "patients" not in (load_config(config_path).dataset("clinic").tables)  # type: ignore[union-attr]
+
+
+@pytest.fixture
+def database_held_by_another_process(config_path: Path) -> Iterator[None]:
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('ready', flush=True); sys.stdin.read()",
+            str(config_path.parent / "clinic.duckdb"),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdin is not None
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        yield
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+        holder.stdout.close()
+
+
+@pytest.mark.usefixtures("database_held_by_another_process")
+def test_reports_database_in_use_by_another_process(config_path: Path, csv_source: Path) -> None:
+    with pytest.raises(
+        ConfigError, match=re.escape("is in use by another process (is `veil serve` running?)")
+    ) as raised:
+        import_patients(config_path, csv_source)
+    assert raised.value.hint == "stop the server, import, then start it again"
+
+
+def test_parses_public_option() -> None:
+    assert parse_public_option("sex = female, male") == ("sex", ["female", "male"])
+
+
+@pytest.mark.parametrize("text", ["sex", "=a,b", "sex=a,,b", "sex="])
+def test_rejects_malformed_public_option(text: str) -> None:
+    with pytest.raises(ConfigError, match="expected COLUMN=VALUE1,VALUE2"):
+        parse_public_option(text)
+
+
+def test_parses_bounds_option() -> None:
+    assert parse_bounds_option("age=0:100") == ("age", (0.0, 100.0))
+    assert parse_bounds_option("delta=-1.5:2.5e3") == ("delta", (-1.5, 2500.0))
+
+
+@pytest.mark.parametrize("text", ["age", "age=0-100", "age=:100", "=0:1", "age=a:b"])
+def test_rejects_malformed_bounds_option(text: str) -> None:
+    with pytest.raises(ConfigError, match="expected COLUMN=LOWER:UPPER"):
+        parse_bounds_option(text)
+
+
+def test_imports_gzipped_csv(config_path: Path, tmp_path: Path) -> None:
+    source = tmp_path / "patients.csv.gz"
+    source.write_bytes(gzip.compress(PATIENTS_CSV.encode()))
+    policy = import_patients(config_path, source)
+    assert policy.columns["income"].type is ColumnType.REAL
+    assert rows(config_path, "SELECT count(*) FROM patients") == [(4,)]
