@@ -6,6 +6,7 @@ key path and the fix, because the person reading it is an administrator with the
 
 from __future__ import annotations
 
+import datetime
 import math
 import re
 import tomllib
@@ -48,7 +49,7 @@ class ColumnPolicy:
     lower: float | None = None
     upper: float | None = None
     public: bool = False
-    values: tuple[str | int | float | bool, ...] | None = None
+    values: tuple[str | int | float | bool | datetime.date, ...] | None = None
 
     @property
     def has_bounds(self) -> bool:
@@ -147,9 +148,10 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 
 
 def _identifier(reader: _Reader, name: str, what: str) -> str:
+    """``reader`` is the named entry's own reader, so the error shows its full key path."""
     if not IDENTIFIER.match(name):
         raise reader.fail(
-            name, f"{what} names must be SQL identifiers (letters, digits, _; not starting with a digit)"
+            None, f"{what} names must be SQL identifiers (letters, digits, _; not starting with a digit)"
         )
     return name.lower()
 
@@ -190,13 +192,32 @@ def _column(reader: _Reader, name: str) -> ColumnPolicy:
         raise reader.fail(
             "values", "values are only used on public columns; add public = true or remove values"
         )
+    if values:
+        _check_value_types(reader, column_type, values)
     return ColumnPolicy(name, column_type, lower, upper, public, tuple(values) if values else None)
+
+
+_VALUE_TYPES: dict[ColumnType, tuple[type, ...]] = {
+    ColumnType.INTEGER: (int,),
+    ColumnType.REAL: (int, float),
+    ColumnType.TEXT: (str,),
+    ColumnType.DATE: (datetime.date,),
+    ColumnType.BOOLEAN: (bool,),
+}
+
+
+def _check_value_types(reader: _Reader, column_type: ColumnType, values: list[Any]) -> None:
+    """A public value of the wrong type could never match a row, so its group would always be empty."""
+    allowed = _VALUE_TYPES[column_type]
+    for value in values:
+        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+            raise reader.fail("values", f"{value!r} is not a {column_type.value} value")
 
 
 def _table(reader: _Reader, name: str) -> TablePolicy:
     reader.reject_unknown({"privacy_unit", "max_contributions", "columns"})
     columns = {
-        _identifier(reader, col, "column"): _column(col_reader, col.lower())
+        _identifier(col_reader, col, "column"): _column(col_reader, col.lower())
         for col, col_reader in reader.child("columns").children().items()
     }
     if not columns:
@@ -226,7 +247,7 @@ def _dataset(reader: _Reader, name: str, base: Path) -> DatasetPolicy:
     if default_epsilon > max_epsilon:
         raise reader.fail("default_epsilon", "must not exceed max_epsilon")
     tables = {
-        _identifier(reader, table, "table"): _table(table_reader, table.lower())
+        _identifier(table_reader, table, "table"): _table(table_reader, table.lower())
         for table, table_reader in reader.child("tables").children().items()
     }
     path = base / reader.get("path", str, required=True)
@@ -250,7 +271,7 @@ def parse_config(text: str, *, path: Path) -> VeilConfig:
     if not 0 <= port <= 65535:
         raise server.fail("port", "must be between 0 and 65535")
     datasets = {
-        _identifier(root, name, "dataset"): _dataset(reader, name.lower(), base)
+        _identifier(reader, name, "dataset"): _dataset(reader, name.lower(), base)
         for name, reader in root.child("datasets").children().items()
     }
     return VeilConfig(

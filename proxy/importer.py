@@ -116,21 +116,22 @@ def import_table(
     dataset_policy = _dataset(config, dataset)
     table = _table_name(dataset_policy, table)
     reader = _reader(source)
+    with duckdb.connect() as scratch:  # read the schema without touching the dataset's file
+        columns = _source_columns(scratch, reader, source)
+    entry = _table_entry(
+        columns,
+        source=source,
+        privacy_unit=privacy_unit,
+        public=public,
+        bounds=bounds,
+        max_contributions=max_contributions,
+    )
     with _connect(dataset_policy.path) as connection:
         if _table_exists(connection, table):
             raise ConfigError(
                 f'table "{table}" already exists in {dataset_policy.path}',
                 hint="choose another table name, or drop the table first",
             )
-        columns = _source_columns(connection, reader, source)
-        entry = _table_entry(
-            columns,
-            source=source,
-            privacy_unit=privacy_unit,
-            public=public,
-            bounds=bounds,
-            max_contributions=max_contributions,
-        )
         _create_table(connection, table, reader=reader, source=source, columns=columns)
         try:
             written = _declare(config_path, dataset_policy.name, table, entry)

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from budget.ledger import Ledger
 from proxy.config import ColumnType
@@ -62,6 +62,9 @@ class SessionContext:
     ledger: Ledger
     services: Mapping[str, QueryService]
     max_message_size: int = 1 << 20
+    # Fixed for the server's lifetime: an unknown analyst gets the same fake salt on every attempt,
+    # so retrying cannot tell a missing name from a wrong password.
+    mock_salt_key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
 
 
 class Session:
@@ -118,7 +121,7 @@ class Session:
     async def _authenticate(self, user: str) -> Principal:
         """SCRAM-SHA-256; unknown analysts run the same exchange and fail the same way."""
         verifier = await asyncio.to_thread(self.context.ledger.verifier, user) if user else None
-        exchange = ScramServerExchange(verifier)
+        exchange = ScramServerExchange(verifier, username=user, mock_salt_key=self.context.mock_salt_key)
         await self._send(wire.authentication_sasl(["SCRAM-SHA-256"]))
         try:
             initial = wire.decode_sasl_initial_response(await self._password_message())

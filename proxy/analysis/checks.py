@@ -44,7 +44,10 @@ def check_predicate(expression: exp.Expression, *, clause: str) -> None:
                 hint="put aggregates in the select list; HAVING is not supported yet",
             )
         if isinstance(node, exp.Select | exp.Subquery | exp.Exists):
-            raise PolicyViolationError(f"subqueries are not allowed in {clause} of a query on private data")
+            raise PolicyViolationError(
+                f"subqueries are not allowed in {clause} of a query on private data",
+                hint="filter with comparisons on the table's own columns",
+            )
         raise PolicyViolationError(
             f"{_node_label(node)} is not allowed in {clause} of a query on private data",
             hint="use comparisons, arithmetic, CASE, CAST and common scalar functions",

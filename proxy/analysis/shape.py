@@ -174,6 +174,11 @@ def _output(
     node = item.this if isinstance(item, exp.Alias) else item
     if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
         column = _column(node, table, names)
+        if column not in group_keys and column.public:
+            raise refuse(
+                f'column "{column.name}" must appear in the GROUP BY clause or be used in an aggregate',
+                hint=f"add GROUP BY {column.name} and an aggregate such as COUNT(*)",
+            )
         if column not in group_keys:
             raise refuse(
                 f'column "{column.name}" is private',

@@ -62,7 +62,7 @@ class _PayloadCursor:
     def take(self, size: int) -> bytes:
         end = self._position + size
         if size < 0 or end > len(self._data):
-            raise WireProtocolError(f"{self._what} message is truncated")
+            raise WireProtocolError(f"{self._what} is truncated")
         chunk = self._data[self._position : end]
         self._position = end
         return chunk
@@ -83,20 +83,20 @@ class _PayloadCursor:
         """An int16 element count; negative counts are a protocol violation, not an empty list."""
         value = self.int16()
         if value < 0:
-            raise WireProtocolError(f"{self._what} message has a negative count ({value})")
+            raise WireProtocolError(f"{self._what} has a negative count ({value})")
         return value
 
     def cstring(self) -> str:
         end = self._data.find(b"\0", self._position)
         if end < 0:
-            raise WireProtocolError(f"{self._what} message has an unterminated string")
+            raise WireProtocolError(f"{self._what} has an unterminated string")
         raw = self._data[self._position : end]
         self._position = end + 1
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError:
             raise WireProtocolError(
-                f'{self._what} message has an invalid byte sequence for encoding "UTF8"'
+                f'{self._what} has an invalid byte sequence for encoding "UTF8"'
             ) from None
 
     def rest(self) -> bytes:
@@ -106,7 +106,7 @@ class _PayloadCursor:
         """PostgreSQL's pq_getmsgend: bytes left over mean we misread the message."""
         left = len(self._data) - self._position
         if left:
-            raise WireProtocolError(f"{self._what} message has {left} unexpected trailing bytes")
+            raise WireProtocolError(f"{self._what} has {left} unexpected trailing bytes")
 
 
 # --------------------------------------------------------------------------------------------
@@ -389,7 +389,7 @@ def decode_frontend_message(type_byte: bytes, payload: bytes) -> FrontendMessage
     if entry is None:
         return UnsupportedMessage(type_byte=type_byte)
     name, decoder = entry
-    cursor = _PayloadCursor(payload, name)
+    cursor = _PayloadCursor(payload, f"{name} message")
     message = decoder(cursor)
     cursor.finish()
     return message
@@ -397,7 +397,7 @@ def decode_frontend_message(type_byte: bytes, payload: bytes) -> FrontendMessage
 
 def decode_sasl_initial_response(data: bytes) -> SASLInitialResponse:
     """Decode the data of a PasswordMessage the session knows to be a SASLInitialResponse."""
-    cursor = _PayloadCursor(data, "SASLInitialResponse")
+    cursor = _PayloadCursor(data, "SASLInitialResponse message")
     mechanism = cursor.cstring()
     length = cursor.int32()
     if length < -1:

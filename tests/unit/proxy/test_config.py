@@ -226,10 +226,6 @@ def test_rejects_invalid_document_naming_the_key_path(
     assert raised.value.message.startswith(f"{tmp_path / 'veil.toml'}: ")
 
 
-# Errors whose key path is incomplete today: proxy/config.py passes the parent reader (not the
-# `tables`/`columns` child) to _identifier, so the path skips a level. Strict xfail: these start to
-# pass, and must be un-marked, when that is fixed.
-@pytest.mark.xfail(reason="config.py: identifier errors skip the tables/columns level of the key path")
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
@@ -262,7 +258,6 @@ def test_identifier_errors_name_the_full_key_path(
     assert message in raised.value.message
 
 
-@pytest.mark.xfail(reason="config.py: public values are not checked against the column type")
 def test_rejects_public_values_of_the_wrong_type(tmp_path: Path) -> None:
     document = valid_document()
     _columns(document)["age"] = {"type": "integer", "public": True, "values": ["young", "old"]}
@@ -340,3 +335,32 @@ def test_write_document_leaves_the_file_unchanged_when_invalid(tmp_path: Path) -
         write_document(path, broken)
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["veil.toml"]
+
+
+POLICY_DOC = Path(__file__).parents[3] / "docs" / "policy.md"
+
+# Where to put an unknown key so that the error lists the keys allowed at that level.
+LEVELS: dict[str, Callable[[Document], Document]] = {
+    "top": lambda d: d,
+    "ledger": lambda d: d["ledger"],
+    "server": lambda d: d["server"],
+    "dataset": lambda d: d["datasets"]["demo"],
+    "table": _visits,
+    "column": lambda d: _columns(d)["age"],
+}
+
+
+def _allowed_keys(tmp_path: Path, level: str) -> list[str]:
+    document = valid_document()
+    LEVELS[level](document)["zz_unknown"] = 1
+    with pytest.raises(ConfigError, match="unknown key; allowed keys are ") as raised:
+        parse(document, tmp_path)
+    return raised.value.message.split("allowed keys are ")[1].split(", ")
+
+
+@pytest.mark.parametrize("level", list(LEVELS))
+def test_every_policy_key_is_documented(tmp_path: Path, level: str) -> None:
+    text = POLICY_DOC.read_text(encoding="utf-8")
+    for key in _allowed_keys(tmp_path, level):
+        documented = f"`[{key}" if level == "top" else f"| `{key}` |"
+        assert documented in text, f"docs/policy.md does not document {level} key {key!r}"

@@ -8,7 +8,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from proxy.config import ColumnType, DatasetPolicy, load_config
+from proxy.config import ColumnType, DatasetPolicy, load_config, parse_config
 from proxy.demo import DemoLayout, build_demo
 from proxy.errors import ConfigError
 
@@ -149,9 +149,8 @@ def test_visit_ids_are_unique_and_follow_the_calendar(demo: DemoLayout) -> None:
     [(ids, distinct, out_of_order)] = query(
         demo,
         """
-        SELECT count(*), count(DISTINCT visit_id),
-               count(*) FILTER (visit_date < lag(visit_date) OVER (ORDER BY visit_id))
-        FROM visits
+        WITH ordered AS (SELECT visit_id, visit_date < lag(visit_date) OVER (ORDER BY visit_id) AS back FROM visits)
+        SELECT count(*), count(DISTINCT visit_id), count(*) FILTER (back) FROM ordered
         """,
     )
     assert ids == distinct
@@ -223,3 +222,10 @@ def test_builds_into_a_directory_with_other_files(tmp_path: Path) -> None:
 def test_rejects_an_empty_population(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="at least one person"):
         build_demo(tmp_path, people=0)
+
+
+def test_documented_example_is_the_demo_policy(demo: DemoLayout) -> None:
+    text = (Path(__file__).parents[3] / "docs" / "policy.md").read_text(encoding="utf-8")
+    example = text.split("## A complete example", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
+    documented = parse_config(example, path=demo.config_path)
+    assert documented.datasets == load_config(demo.config_path).datasets

@@ -238,7 +238,7 @@ def test_refusal_leaves_database_and_policy_untouched(config_path: Path, csv_sou
     with pytest.raises(ConfigError):
         import_patients(config_path, csv_source, bounds={"salary": (0, 1)})
     assert config_path.read_bytes() == before
-    assert rows(config_path, "SELECT count(*) FROM information_schema.tables") == [(0,)]
+    assert not (config_path.parent / "clinic.duckdb").exists()
 
 
 def test_refuses_table_already_declared(config_path: Path, csv_source: Path) -> None:

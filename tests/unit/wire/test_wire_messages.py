@@ -286,7 +286,9 @@ def test_encodes_row_description() -> None:
 
 
 def test_encodes_data_row_with_null() -> None:
-    expected = typed(b"D", struct.pack("!h", 3) + struct.pack("!i", 1) + b"1" + struct.pack("!i", -1) + b"\0\0\0\0")
+    expected = typed(
+        b"D", struct.pack("!h", 3) + struct.pack("!i", 1) + b"1" + struct.pack("!i", -1) + b"\0\0\0\0"
+    )
     assert data_row([b"1", None, b""]) == expected
 
 

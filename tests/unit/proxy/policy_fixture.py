@@ -1,0 +1,38 @@
+"""A small policy shared by the analysis, rewrite and release tests (built fresh per call)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from proxy.config import DatasetPolicy, parse_config
+
+POLICY = """
+[datasets.clinic]
+path = "clinic.duckdb"
+
+[datasets.clinic.tables.visits]
+privacy_unit = "patient_id"
+max_contributions = 3
+
+[datasets.clinic.tables.visits.columns]
+patient_id = { type = "integer" }
+age = { type = "integer", lower = 0, upper = 100 }
+cost = { type = "real", lower = -50, upper = 500.5 }
+note = { type = "text" }
+region = { type = "text", public = true, values = ["north", "south"] }
+sex = { type = "text", public = true, values = ["female", "male"] }
+
+[datasets.clinic.tables.people]
+privacy_unit = "row"
+
+[datasets.clinic.tables.people.columns]
+income = { type = "real" }
+smoker = { type = "boolean", public = true, values = [true, false] }
+"""
+
+
+def clinic_policy(directory: Path = Path("/nonexistent")) -> DatasetPolicy:
+    config = parse_config(POLICY, path=directory / "veil.toml")
+    dataset = config.dataset("clinic")
+    assert dataset is not None
+    return dataset

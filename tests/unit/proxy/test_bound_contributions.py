@@ -1,0 +1,102 @@
+"""The bounded engine query, run on a real DuckDB file: it must cap each person at
+max_contributions rows, clamp summed values, and keep only public group keys."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from proxy.analysis.parse import parse_statements
+from proxy.analysis.quantities import exact_quantities
+from proxy.analysis.statements import PrivateQuery, classify
+from proxy.rewrite.bound_contributions import bounded_query
+from tests.unit.proxy.policy_fixture import clinic_policy
+
+# patient 1 has 5 visits (max_contributions is 3), patient 2 has 2, patient 3 has 1 with an
+# out-of-bounds cost, patient 4 has a visit in a region outside the public domain, patient 5 NULL age.
+VISITS = [
+    (1, 30, 10.0, "a", "north", "female"),
+    (1, 30, 10.0, "a", "north", "female"),
+    (1, 30, 10.0, "a", "south", "female"),
+    (1, 30, 10.0, "a", "south", "female"),
+    (1, 30, 10.0, "a", "south", "female"),
+    (2, 60, 20.0, "b", "north", "male"),
+    (2, 60, 20.0, "b", "north", "male"),
+    (3, 150, 9999.0, "c", "south", "male"),
+    (4, 40, 1.0, "d", "west", "male"),
+    (5, None, -100.0, "e", "north", "female"),
+]
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> duckdb.DuckDBPyConnection:
+    connection = duckdb.connect(str(tmp_path / "clinic.duckdb"))
+    connection.execute(
+        "CREATE TABLE visits (patient_id INTEGER, age INTEGER, cost DOUBLE, note VARCHAR, region VARCHAR, sex VARCHAR)"
+    )
+    connection.executemany("INSERT INTO visits VALUES (?, ?, ?, ?, ?, ?)", VISITS)
+    return connection
+
+
+def run(engine: duckdb.DuckDBPyConnection, sql: str) -> list[tuple[object, ...]]:
+    (tree,) = parse_statements(sql)
+    statement = classify(tree, clinic_policy())
+    assert isinstance(statement, PrivateQuery)
+    query = bounded_query(statement.shape, exact_quantities(statement.shape))
+    return sorted(engine.execute(query.sql(dialect="duckdb")).fetchall(), key=repr)
+
+
+def test_caps_rows_per_person(engine: duckdb.DuckDBPyConnection) -> None:
+    # 3 (capped from 5) + 2 + 1 + 1 + 1
+    assert run(engine, "SELECT COUNT(*) FROM visits") == [(8,)]
+
+
+def test_cap_holds_across_groups(engine: duckdb.DuckDBPyConnection) -> None:
+    """Patient 1 keeps 3 rows in total, however they fall between north and south."""
+    rows = dict(run(engine, "SELECT region, COUNT(*) FROM visits GROUP BY region"))
+    assert set(rows) == {"north", "south"}, "the non-public region 'west' is dropped"
+    assert rows["north"] + rows["south"] == 3 + 2 + 1 + 1
+    assert 2 + 1 <= rows["north"] <= 2 + 2 + 1
+
+
+def test_clamps_summed_values(engine: duckdb.DuckDBPyConnection) -> None:
+    # 3×10 + 2×20 + 500.5 (clamped from 9999) + 1 + (-50, clamped from -100)
+    assert run(engine, "SELECT SUM(cost) FROM visits") == [(30.0 + 40.0 + 500.5 + 1.0 - 50.0,)]
+
+
+def test_keeps_nulls_out_of_counts(engine: duckdb.DuckDBPyConnection) -> None:
+    """Clamping must not turn a NULL age into a bound (LEAST/GREATEST would)."""
+    rows = run(engine, "SELECT COUNT(age), SUM(age) FROM visits")
+    assert rows == [(7, 3 * 30 + 2 * 60 + 100 + 40)]
+
+
+def test_where_filters_before_sampling(engine: duckdb.DuckDBPyConnection) -> None:
+    assert run(engine, "SELECT COUNT(*) FROM visits WHERE note = 'b'") == [(2,)]
+
+
+def test_failing_cast_in_where_is_null_not_an_error(engine: duckdb.DuckDBPyConnection) -> None:
+    """An error that depends on one row's value would be a side channel; TRY_CAST gives NULL."""
+    assert run(engine, "SELECT COUNT(*) FROM visits WHERE CAST(note AS INTEGER) = 1") == [(0,)]
+
+
+def test_row_privacy_unit_has_no_sampling() -> None:
+    (tree,) = parse_statements("SELECT COUNT(*) FROM people")
+    statement = classify(tree, clinic_policy())
+    assert isinstance(statement, PrivateQuery)
+    sql = bounded_query(statement.shape, exact_quantities(statement.shape)).sql(dialect="duckdb")
+    assert "ROW_NUMBER" not in sql
+    assert "WHERE" not in sql, "each row is one person: nothing to cap"
+
+
+def test_generated_sql_is_deterministic() -> None:
+    def build() -> str:
+        (tree,) = parse_statements("SELECT sex, AVG(cost) FROM visits WHERE age > 3 GROUP BY sex")
+        statement = classify(tree, clinic_policy())
+        assert isinstance(statement, PrivateQuery)
+        return bounded_query(statement.shape, exact_quantities(statement.shape)).sql(dialect="duckdb")
+
+    first = build()
+    assert first == build()
+    assert "_dp_q0" in first and "_dp_q1" in first and "_dp_key_0" in first

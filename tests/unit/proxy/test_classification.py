@@ -1,0 +1,132 @@
+"""Which statements Veil answers, and how it refuses the rest (with the SQLSTATE clients see)."""
+
+from __future__ import annotations
+
+import pytest
+
+from proxy.analysis.parse import parse_statements
+from proxy.analysis.shape import AggregateKind
+from proxy.analysis.statements import (
+    ConstantQuery,
+    PrivateQuery,
+    ResetStatement,
+    SetStatement,
+    ShowStatement,
+    TransactionStatement,
+    classify,
+)
+from proxy.errors import ProxyError, QuerySyntaxError
+from tests.unit.proxy.policy_fixture import clinic_policy
+
+
+def classify_sql(sql: str) -> object:
+    (tree,) = parse_statements(sql)
+    return classify(tree, clinic_policy())
+
+
+@pytest.mark.parametrize(
+    ("sql", "kinds", "groups"),
+    [
+        ("SELECT COUNT(*) FROM visits", ["count_rows"], []),
+        ("select count(note) from visits", ["count"], []),
+        ("SELECT SUM(cost), AVG(age) FROM visits WHERE age > 30 AND note LIKE 'x%'", ["sum", "avg"], []),
+        ("SELECT region, COUNT(*) FROM visits GROUP BY region", ["count_rows"], ["region"]),
+        ("SELECT v.region, v.sex, AVG(v.cost) AS c FROM visits AS v GROUP BY v.region, v.sex", ["avg"], ["region", "sex"]),
+        ("SELECT smoker, COUNT(*) FROM people GROUP BY smoker", ["count_rows"], ["smoker"]),
+        ("SELECT COUNT(*) FROM visits WHERE CAST(note AS INT) = 3 OR age BETWEEN 1 AND 5", ["count_rows"], []),
+    ],
+)
+def test_accepts_bounded_aggregates(sql: str, kinds: list[str], groups: list[str]) -> None:
+    statement = classify_sql(sql)
+    assert isinstance(statement, PrivateQuery)
+    assert [a.kind.value for a in statement.shape.aggregates] == kinds
+    assert [c.name for c in statement.shape.group_keys] == groups
+
+
+def test_same_aggregate_twice_is_measured_once() -> None:
+    statement = classify_sql("SELECT COUNT(*) AS a, COUNT(*) AS b FROM visits")
+    assert isinstance(statement, PrivateQuery)
+    assert statement.shape.aggregates == (statement.shape.aggregates[0],)
+    assert statement.shape.aggregates[0].kind is AggregateKind.COUNT_ROWS
+    assert [o.name for o in statement.shape.outputs] == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("sql", "sqlstate", "message"),
+    [
+        ("SELECT * FROM visits", "42501", "would reveal private rows"),
+        ("SELECT age FROM visits", "42501", 'column "age" is private'),
+        ("SELECT region FROM visits", "42501", "must appear in the GROUP BY"),
+        ("SELECT note, COUNT(*) FROM visits GROUP BY note", "42501", "cannot be used in GROUP BY"),
+        ("SELECT COUNT(*) FROM visits GROUP BY age + 1", "42501", "GROUP BY"),
+        ("SELECT SUM(patient_id) FROM visits", "42501", "needs declared bounds"),
+        ("SELECT SUM(note) FROM visits", "42501", "numeric column"),
+        ("SELECT MAX(age) FROM visits", "42501", "not allowed in the select list"),
+        ("SELECT COUNT(DISTINCT patient_id) FROM visits", "42501", "DISTINCT"),
+        ("SELECT SUM(age * 2) FROM visits", "42501", "single column"),
+        ("SELECT COUNT(*) FROM visits WHERE age IN (SELECT age FROM visits)", "42501", "subqueries"),
+        ("SELECT COUNT(*) FROM visits WHERE random() < 0.5", "42501", "not allowed in WHERE"),
+        ("SELECT COUNT(*) FROM visits WHERE SUM(age) > 1", "42501", "aggregate functions"),
+        ("SELECT COUNT(*) FROM visits v JOIN people p ON true", "42501", "joins"),
+        ("SELECT COUNT(*) FROM (SELECT * FROM visits) s", "42501", "subqueries"),
+        ("SELECT COUNT(*) FROM visits ORDER BY 1", "42501", "ORDER"),
+        ("SELECT COUNT(*) FROM visits LIMIT 1", "42501", "LIMIT"),
+        ("SELECT COUNT(*) FROM visits HAVING COUNT(*) > 1", "42501", "HAVING"),
+        ("SELECT COUNT(*) OVER () FROM visits", "42501", "window"),
+        ("DELETE FROM visits", "42501", "only SELECT"),
+        ("SELECT COUNT(*) FROM nowhere", "42P01", 'relation "nowhere" does not exist'),
+        ("SELECT COUNT(missing) FROM visits", "42703", 'column "missing" does not exist'),
+        ("SELECT COUNT(*) FROM visits WHERE x.age > 1", "42703", "missing FROM-clause entry"),
+        ("CREATE TABLE t (a int)", "0A000", "not supported"),
+        ("SELECT read_csv('/etc/passwd')", "0A000", "read_csv"),
+        ("SELECT 1 + (SELECT 2)", "0A000", "not supported"),
+    ],
+)
+def test_refuses_with_sqlstate(sql: str, sqlstate: str, message: str) -> None:
+    with pytest.raises(ProxyError, match=message) as raised:
+        classify_sql(sql)
+    assert raised.value.sqlstate == sqlstate
+    if sqlstate == "42501":
+        assert raised.value.hint, "refusals say what is allowed"
+
+
+def test_syntax_error_carries_position() -> None:
+    with pytest.raises(QuerySyntaxError) as raised:
+        parse_statements("SELECT COUNT(*) FROM visits WHERE")
+    assert raised.value.sqlstate == "42601"
+    assert raised.value.position is not None and raised.value.position > 20
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        ("SET veil.epsilon = 0.5", SetStatement("veil.epsilon", "0.5")),
+        ("SET application_name TO 'x'", SetStatement("application_name", "x")),
+        ("SET extra_float_digits = -2", SetStatement("extra_float_digits", "-2")),
+        ("SET veil.epsilon = DEFAULT", SetStatement("veil.epsilon", None)),
+        ("SET TIME ZONE 'UTC'", SetStatement("TimeZone", "UTC")),
+        ("SHOW veil.epsilon", ShowStatement("veil.epsilon")),
+        ("RESET ALL", ResetStatement(None)),
+        ("RESET veil.epsilon", ResetStatement("veil.epsilon")),
+        ("BEGIN", TransactionStatement("BEGIN")),
+        ("COMMIT", TransactionStatement("COMMIT")),
+        ("ROLLBACK", TransactionStatement("ROLLBACK")),
+    ],
+)
+def test_session_statements(sql: str, expected: object) -> None:
+    assert classify_sql(sql) == expected
+
+
+@pytest.mark.parametrize(
+    ("sql", "names"),
+    [
+        ("SELECT 1", ("?column?",)),
+        ("SELECT version()", ("version",)),
+        ("SELECT current_user, current_database()", ("current_user", "current_database")),
+        ("SELECT 1 AS one, 'a' || 'b'", ("one", "?column?")),
+    ],
+)
+def test_constant_queries_get_postgres_column_names(sql: str, names: tuple[str, ...]) -> None:
+    statement = classify_sql(sql)
+    assert isinstance(statement, ConstantQuery)
+    assert statement.output_names == names
