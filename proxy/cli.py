@@ -196,9 +196,8 @@ def serve(config_path: Path, host: str | None, port: int | None, log_level: str)
 @click.option("--table", required=True, help="Name of the new table.")
 @click.option(
     "--privacy-unit",
-    default="row",
-    show_default=True,
-    help='Column naming the person, or "row" if each row is one person.',
+    required=True,
+    help='Column naming the person, or "row" if each row is one person (required: guessing wrong weakens privacy).',
 )
 @click.option(
     "--max-contributions",

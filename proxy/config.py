@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import datetime
 import math
+import os
 import re
+import tempfile
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -99,7 +101,7 @@ class VeilConfig:
     datasets: Mapping[str, DatasetPolicy] = field(default_factory=dict)
 
     def dataset(self, name: str) -> DatasetPolicy | None:
-        return self.datasets.get(name)
+        return self.datasets.get(name.lower())
 
 
 class _Reader:
@@ -119,6 +121,12 @@ class _Reader:
         return _Reader(self.file, value, f"{self.key}.{key}" if self.key else key)
 
     def children(self) -> dict[str, _Reader]:
+        """Named entries; names are case-insensitive in SQL, so two that differ only in case clash."""
+        seen: dict[str, str] = {}
+        for name in self.data:
+            if name.lower() in seen:
+                raise self.fail(name, f'clashes with "{seen[name.lower()]}": names are case-insensitive')
+            seen[name.lower()] = name
         return {name: self.child(name) for name in self.data}
 
     def get(
@@ -194,6 +202,9 @@ def _column(reader: _Reader, name: str) -> ColumnPolicy:
         )
     if values:
         _check_value_types(reader, column_type, values)
+        if len(set(values)) != len(values):
+            # a repeated value would release the same group twice with fresh noise for one charge
+            raise reader.fail("values", "each public value may appear only once")
     return ColumnPolicy(name, column_type, lower, upper, public, tuple(values) if values else None)
 
 
@@ -210,7 +221,10 @@ def _check_value_types(reader: _Reader, column_type: ColumnType, values: list[An
     """A public value of the wrong type could never match a row, so its group would always be empty."""
     allowed = _VALUE_TYPES[column_type]
     for value in values:
-        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+        wrong_subtype = (isinstance(value, bool) and bool not in allowed) or (
+            isinstance(value, datetime.datetime) and column_type is ColumnType.DATE
+        )
+        if not isinstance(value, allowed) or wrong_subtype:
             raise reader.fail("values", f"{value!r} is not a {column_type.value} value")
 
 
@@ -268,6 +282,9 @@ def parse_config(text: str, *, path: Path) -> VeilConfig:
     server = root.child("server")
     server.reject_unknown({"host", "port", "max_connections"})
     port = server.get("port", int, DEFAULT_PORT)
+    max_connections = server.get("max_connections", int, 200)
+    if max_connections < 1:
+        raise server.fail("max_connections", "must be a positive integer")
     if not 0 <= port <= 65535:
         raise server.fail("port", "must be between 0 and 65535")
     datasets = {
@@ -280,7 +297,7 @@ def parse_config(text: str, *, path: Path) -> VeilConfig:
         server=ServerSettings(
             host=server.get("host", str, "127.0.0.1"),
             port=port,
-            max_connections=server.get("max_connections", int, 200),
+            max_connections=max_connections,
         ),
         datasets=MappingProxyType(datasets),
     )
@@ -309,7 +326,16 @@ def write_document(path: Path, document: Mapping[str, Any]) -> VeilConfig:
     """Validate, then replace the file atomically so a failed edit never leaves a broken policy."""
     text = tomli_w.dumps(dict(document))
     config = parse_config(text, path=path)
-    temporary = path.with_suffix(path.suffix + ".tmp")
-    temporary.write_text(text, encoding="utf-8")
-    temporary.replace(path)
+    try:
+        descriptor, temporary_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot write the policy file: {error.strerror}") from None
+    temporary = Path(temporary_name)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        temporary.replace(path)
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        raise ConfigError(f"{path}: cannot write the policy file: {error.strerror}") from None
     return config

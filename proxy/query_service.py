@@ -35,7 +35,7 @@ from proxy.errors import InvalidParameterValueError, UnsupportedQueryError
 from proxy.release.apply import ReleasedTable, ResultColumn, public_cells, release
 from proxy.release.plan import ReleasePlan, price_query
 from proxy.rewrite.bound_contributions import bounded_query
-from proxy.rewrite.session_info import SessionInfo, substitute_session_info
+from proxy.rewrite.session_info import SessionInfo, constant_query
 from proxy.settings import SETTINGS, SessionSettings
 
 log = logging.getLogger("veil.query")
@@ -168,14 +168,8 @@ class QueryService:
 
     def _answer_constant(self, query: ConstantQuery, *, principal: Principal) -> StatementOutcome:
         info = SessionInfo(version=VERSION_STRING, user=principal.name, database=self.dataset.name)
-        tree = substitute_session_info(query.tree, info=info)
-        aliased = [
-            (item.this if isinstance(item, exp.Alias) else item).as_(f"_c{i}")
-            for i, item in enumerate(tree.expressions)
-        ]
-        description, rows = self.sandbox.execute(
-            tree.select(*aliased, append=False).sql(dialect=self.sandbox.dialect)
-        )
+        sql = constant_query(query.tree, info=info).sql(dialect=self.sandbox.dialect)
+        description, rows = self.sandbox.execute(sql)
         columns = tuple(
             ResultColumn(name, _DUCKDB_TYPES.get(type_name, _decimal_or_text(type_name)))
             for name, (_, type_name) in zip(query.output_names, description, strict=True)

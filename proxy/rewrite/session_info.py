@@ -32,3 +32,14 @@ def substitute_session_info(expression: exp.Expression, *, info: SessionInfo) ->
         return exp.Literal.string(value) if value is not None else node
 
     return expression.copy().transform(replace)
+
+
+def constant_query(select: exp.Select, *, info: SessionInfo) -> exp.Select:
+    """Session functions as literals, and positional aliases (``_c0``…) so engine column names
+    never matter: the client sees the PostgreSQL names computed during analysis."""
+    tree = substitute_session_info(select, info=info)
+    aliased = [
+        (item.this if isinstance(item, exp.Alias) else item).as_(f"_c{i}")
+        for i, item in enumerate(tree.expressions)
+    ]
+    return tree.select(*aliased, append=False)

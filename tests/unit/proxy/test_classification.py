@@ -31,9 +31,17 @@ def classify_sql(sql: str) -> object:
         ("select count(note) from visits", ["count"], []),
         ("SELECT SUM(cost), AVG(age) FROM visits WHERE age > 30 AND note LIKE 'x%'", ["sum", "avg"], []),
         ("SELECT region, COUNT(*) FROM visits GROUP BY region", ["count_rows"], ["region"]),
-        ("SELECT v.region, v.sex, AVG(v.cost) AS c FROM visits AS v GROUP BY v.region, v.sex", ["avg"], ["region", "sex"]),
+        (
+            "SELECT v.region, v.sex, AVG(v.cost) AS c FROM visits AS v GROUP BY v.region, v.sex",
+            ["avg"],
+            ["region", "sex"],
+        ),
         ("SELECT smoker, COUNT(*) FROM people GROUP BY smoker", ["count_rows"], ["smoker"]),
-        ("SELECT COUNT(*) FROM visits WHERE CAST(note AS INT) = 3 OR age BETWEEN 1 AND 5", ["count_rows"], []),
+        (
+            "SELECT COUNT(*) FROM visits WHERE CAST(note AS INT) = 3 OR age BETWEEN 1 AND 5",
+            ["count_rows"],
+            [],
+        ),
     ],
 )
 def test_accepts_bounded_aggregates(sql: str, kinds: list[str], groups: list[str]) -> None:

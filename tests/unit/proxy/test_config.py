@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import datetime
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -364,3 +365,40 @@ def test_every_policy_key_is_documented(tmp_path: Path, level: str) -> None:
     for key in _allowed_keys(tmp_path, level):
         documented = f"`[{key}" if level == "top" else f"| `{key}` |"
         assert documented in text, f"docs/policy.md does not document {level} key {key!r}"
+
+
+def test_rejects_duplicate_public_values(tmp_path: Path) -> None:
+    """A repeated value would release one group twice with fresh noise for a single charge."""
+    document = valid_document()
+    _columns(document)["age"] = {"type": "integer", "public": True, "values": [1, 2, 1]}
+    with pytest.raises(ConfigError, match="only once"):
+        parse(document, tmp_path)
+
+
+def test_rejects_names_that_differ_only_in_case(tmp_path: Path) -> None:
+    document = valid_document()
+    _columns(document)["AGE"] = {"type": "text"}
+    with pytest.raises(ConfigError, match="case-insensitive"):
+        parse(document, tmp_path)
+
+
+def test_rejects_datetimes_as_date_values(tmp_path: Path) -> None:
+    document = valid_document()
+    _columns(document)["day"] = {
+        "type": "date",
+        "public": True,
+        "values": [datetime.datetime(2024, 1, 1, 10, 0)],
+    }
+    with pytest.raises(ConfigError, match="is not a date value"):
+        parse(document, tmp_path)
+
+
+def test_rejects_non_positive_max_connections(tmp_path: Path) -> None:
+    document = valid_document()
+    document["server"] = {"max_connections": 0}
+    with pytest.raises(ConfigError, match=r"server\.max_connections"):
+        parse(document, tmp_path)
+
+
+def test_dataset_lookup_ignores_case(tmp_path: Path) -> None:
+    assert parse(valid_document(), tmp_path).dataset("DEMO") is not None

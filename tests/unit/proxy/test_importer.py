@@ -302,8 +302,13 @@ def test_reports_unreadable_parquet(config_path: Path, tmp_path: Path) -> None:
         import_table(config_path, dataset="clinic", table="t", source=source, privacy_unit="row")
 
 
-def test_drops_the_table_when_the_policy_cannot_be_written(config_path: Path, csv_source: Path) -> None:
-    (config_path.parent / "veil.toml.tmp").mkdir()  # write_document's temporary file cannot be created
+def test_drops_the_table_when_the_policy_cannot_be_written(
+    config_path: Path, csv_source: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def disk_full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("proxy.config.tempfile.mkstemp", disk_full)
     with pytest.raises(ConfigError, match="cannot write the policy file"):
         import_patients(config_path, csv_source)
     assert rows(config_path, "SELECT count(*) FROM information_schema.tables") == [(0,)]

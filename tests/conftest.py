@@ -1,0 +1,219 @@
+"""Fixtures of the end-to-end tests: one synthetic demo and one ``veil serve`` for the whole session.
+
+Unit tests use none of these, and nothing here runs unless a test asks for it.
+
+* ``demo``       — ``veil init-demo --people 3000`` in a temporary directory (alice, ε = 10).
+* ``veil_server`` — ``veil serve --port 0`` on that demo; the port is read from its ready line.
+* ``admin``      — the ``veil`` CLI (in process) on the same policy: add analysts, read balances.
+* ``connect``    — opens psycopg connections to the server (simple query protocol, autocommit).
+* ``serve``      — starts further servers on other policies (stopped after the test).
+
+Tests that spend much budget make their own analyst with ``admin.add_analyst(epsilon)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from click.testing import CliRunner, Result
+
+from proxy.cli import main as veil_main
+
+DEMO_PEOPLE = 3000
+DATASET = "demo"
+READY_LINE = re.compile(r"^veil \S+ listening on (?P<host>\S+):(?P<port>\d+)$", re.MULTILINE)
+SERVER_START_TIMEOUT = 30.0
+
+
+def veil_command() -> list[str]:
+    """The installed console script next to this interpreter (the venv's ``veil``)."""
+    script = Path(sys.executable).with_name("veil")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "from proxy.cli import main; main()"]
+
+
+@dataclass(frozen=True)
+class Analyst:
+    name: str
+    password: str
+
+
+ALICE = Analyst("alice", "veil-demo")
+
+
+@dataclass(frozen=True)
+class Demo:
+    directory: Path
+
+    @property
+    def config(self) -> Path:
+        return self.directory / "veil.toml"
+
+    @property
+    def database(self) -> Path:
+        return self.directory / "demo.duckdb"
+
+    @property
+    def ledger(self) -> Path:
+        return self.directory / "ledger.sqlite"
+
+
+@dataclass(frozen=True)
+class RunningServer:
+    host: str
+    port: int
+    log: Path
+    process: subprocess.Popen[bytes]
+
+    def conninfo(self, analyst: Analyst = ALICE, dbname: str = DATASET) -> str:
+        return psycopg.conninfo.make_conninfo(
+            host=self.host,
+            port=self.port,
+            user=analyst.name,
+            password=analyst.password,
+            dbname=dbname,
+            connect_timeout=10,
+        )
+
+    def url(self, user: str = "alice", dbname: str = DATASET) -> str:
+        return f"postgresql://{user}@{self.host}:{self.port}/{dbname}"
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+class Admin:
+    """The ``veil`` command line on one policy file, run in process with click's CliRunner."""
+
+    _numbers = itertools.count(1)
+
+    def __init__(self, config: Path) -> None:
+        self.config = config
+
+    def run(self, *args: str, input: str | None = None) -> Result:
+        return CliRunner().invoke(veil_main, [*args, "--config", str(self.config)], input=input)
+
+    def check(self, *args: str, input: str | None = None) -> Result:
+        result = self.run(*args, input=input)
+        assert result.exit_code == 0, f"veil {' '.join(args)} failed:\n{result.output}"
+        return result
+
+    def add_analyst(self, epsilon: float, *, prefix: str = "analyst") -> Analyst:
+        """A fresh analyst with one grant of ``epsilon`` on the demo dataset."""
+        analyst = Analyst(f"{prefix}{next(self._numbers)}", f"pw-{prefix}")
+        self.check("analyst", "add", analyst.name, "--password-stdin", input=analyst.password + "\n")
+        self.check("budget", "grant", analyst.name, DATASET, repr(epsilon))
+        return analyst
+
+    def balance(self, analyst: Analyst) -> dict[str, Any]:
+        """The analyst's balance on the demo dataset, from ``veil budget show NAME --json``."""
+        rows = json.loads(self.check("budget", "show", analyst.name, "--json").stdout)
+        (row,) = [row for row in rows if row["dataset"] == DATASET]
+        return row
+
+    def history(self, analyst: Analyst) -> list[dict[str, Any]]:
+        return json.loads(self.check("budget", "history", analyst.name, "--json").stdout)
+
+
+def build_demo(directory: Path, *, people: int = DEMO_PEOPLE) -> Demo:
+    result = CliRunner().invoke(veil_main, ["init-demo", str(directory), "--people", str(people)])
+    assert result.exit_code == 0, result.output
+    return Demo(directory)
+
+
+@contextlib.contextmanager
+def running_server(config: Path, log: Path) -> Iterator[RunningServer]:
+    """``veil serve --port 0`` on ``config``; fails the test with the server's output if it dies."""
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [*veil_command(), "serve", "--config", str(config), "--port", "0", "--log-level", "warning"],
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        server = _wait_until_ready(process, log)
+        yield server
+        if process.poll() is not None:
+            pytest.fail(f"veil serve died during the tests (exit {process.returncode}):\n{server.output()}")
+        if "Traceback" in server.output():
+            pytest.fail(f"veil serve logged a traceback:\n{server.output()}")
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _wait_until_ready(process: subprocess.Popen[bytes], log: Path) -> RunningServer:
+    deadline = time.monotonic() + SERVER_START_TIMEOUT
+    while time.monotonic() < deadline:
+        text = log.read_text(errors="replace")
+        if match := READY_LINE.search(text):
+            return RunningServer(match["host"], int(match["port"]), log, process)
+        if process.poll() is not None:
+            pytest.fail(f"veil serve exited with status {process.returncode} before it was ready:\n{text}")
+        time.sleep(0.05)
+    pytest.fail(f"veil serve printed no ready line within {SERVER_START_TIMEOUT:g} s:\n{log.read_text()}")
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
+    return build_demo(tmp_path_factory.mktemp("served") / "demo")
+
+
+@pytest.fixture(scope="session")
+def veil_server(demo: Demo) -> Iterator[RunningServer]:
+    with running_server(demo.config, demo.directory / "serve.log") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def admin(demo: Demo) -> Admin:
+    return Admin(demo.config)
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Callable[[Path], RunningServer]]:
+    """Start another ``veil serve`` on a policy file; it is stopped (and checked) after the test."""
+    with contextlib.ExitStack() as stack:
+        numbers = itertools.count()
+
+        def start(config: Path) -> RunningServer:
+            return stack.enter_context(running_server(config, tmp_path / f"serve-{next(numbers)}.log"))
+
+        yield start
+
+
+@pytest.fixture
+def connect(veil_server: RunningServer) -> Iterator[Callable[..., psycopg.Connection[Any]]]:
+    """``connect(analyst=ALICE, dbname="demo", autocommit=True)`` → a psycopg connection, closed after."""
+    opened: list[psycopg.Connection[Any]] = []
+
+    def _connect(
+        analyst: Analyst = ALICE, *, dbname: str = DATASET, autocommit: bool = True
+    ) -> psycopg.Connection[Any]:
+        connection = psycopg.connect(
+            veil_server.conninfo(analyst, dbname), prepare_threshold=None, autocommit=autocommit
+        )
+        opened.append(connection)
+        return connection
+
+    yield _connect
+    for connection in opened:
+        connection.close()
