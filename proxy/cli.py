@@ -351,3 +351,40 @@ def budget_history(analyst_name: str, dataset: str | None, config_path: Path, as
     """List every spend of ANALYST: epsilon, state (reserved, committed, cancelled) and the engine SQL."""
     spends = _ledger(load_config(config_path)).history(analyst_name, dataset)
     _emit(_records(spends), ["id", "dataset", "epsilon", "state", "created_at", "statement"], as_json=as_json)
+
+
+@main.command()
+@click.argument("sql")
+@config_option
+@click.option("--dataset", required=True, help="Dataset the query would run against.")
+@click.option(
+    "--epsilon", type=float, default=None, help="ε per query (default: the dataset's default_epsilon)."
+)
+@json_option
+@friendly_errors
+def explain(sql: str, config_path: Path, dataset: str, epsilon: float | None, as_json: bool) -> None:
+    """Show how Veil would answer SQL — engine query, mechanisms, price, error bounds — without spending.
+
+    \b
+    Example:
+      veil explain "SELECT region, COUNT(*) FROM visits GROUP BY region" --dataset demo
+    """
+    from proxy.explain import explain_query
+
+    config = load_config(config_path)
+    policy = config.dataset(dataset)
+    if policy is None:
+        raise ConfigError(
+            f'dataset "{dataset}" is not declared in {config.path}',
+            hint=f"datasets: {', '.join(config.datasets)}",
+        )
+    explanation = explain_query(policy, sql, epsilon=epsilon)
+    if as_json:
+        click.echo(json.dumps(dataclasses.asdict(explanation), indent=2))
+        return
+    click.echo(f"engine query:\n  {explanation.engine_sql}\n")
+    click.echo(f"charge: ε = {explanation.epsilon:g} over {explanation.cells} released row(s)")
+    _print_table([dataclasses.asdict(m) for m in explanation.measurements], list(MEASUREMENT_COLUMNS))
+
+
+MEASUREMENT_COLUMNS = ("quantity", "mechanism", "sensitivity", "epsilon", "noise_scale", "error_bound_95")

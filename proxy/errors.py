@@ -74,16 +74,16 @@ class BudgetExhaustedError(ProxyError, sqlstate="53Z01"):
     """The answer would take the analyst past the epsilon granted on this dataset."""
 
 
-class InvalidAuthorizationError(ProxyError, sqlstate="28000"):
-    """The analyst has no grant on the dataset they connected to."""
-
-
 class AuthenticationFailedError(ProxyError, sqlstate="28P01"):
     """Wrong password or unknown analyst (indistinguishable on purpose)."""
 
 
 class UnknownDatabaseError(ProxyError, sqlstate="3D000"):
     """The database name in the connection string names no dataset."""
+
+
+class TooManyConnectionsError(ProxyError, sqlstate="53300"):
+    """More clients than server.max_connections; the connection is refused at once."""
 
 
 class ProtocolViolationError(ProxyError, sqlstate="08P01"):

@@ -8,6 +8,7 @@ execution and commit can only overcharge. A failure before any noisy value exist
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -32,7 +33,7 @@ from proxy.analysis.statements import (
 from proxy.backends.duckdb import DuckDBBackend
 from proxy.config import ColumnType, DatasetPolicy
 from proxy.errors import InvalidParameterValueError, UnsupportedQueryError
-from proxy.release.apply import ReleasedTable, ResultColumn, public_cells, release
+from proxy.release.apply import ReleasedTable, ResultColumn, release
 from proxy.release.plan import ReleasePlan, price_query
 from proxy.rewrite.bound_contributions import bounded_query
 from proxy.rewrite.session_info import SessionInfo, constant_query
@@ -127,29 +128,12 @@ class QueryService:
 
     def epsilon(self, settings: SessionSettings) -> float:
         chosen = settings.get("veil.epsilon")
-        epsilon = float(chosen) if chosen else self.dataset.default_epsilon
-        if epsilon > self.dataset.max_epsilon:
-            raise InvalidParameterValueError(
-                f"veil.epsilon = {epsilon:g} exceeds this dataset's max_epsilon of {self.dataset.max_epsilon:g}",
-                hint=f"SET veil.epsilon to at most {self.dataset.max_epsilon:g}",
-            )
-        return epsilon
-
-    def plan(self, shape: QueryShape, *, settings: SessionSettings) -> tuple[ReleasePlan, str]:
-        """Price and rewrite without touching the engine or the ledger (also used by explain)."""
-        plan = price_query(shape, epsilon=self.epsilon(settings))
-        if len(public_cells(plan)) > MAX_GROUP_CELLS:
-            raise UnsupportedQueryError(
-                f"the GROUP BY has {len(public_cells(plan))} public cells; at most {MAX_GROUP_CELLS} are answered",
-                hint="group by fewer columns or filter with WHERE",
-            )
-        sql = bounded_query(shape, exact_quantities(shape)).sql(dialect=self.backend.dialect)
-        return plan, sql
+        return checked_epsilon(self.dataset, float(chosen) if chosen else None)
 
     def _answer_privately(
         self, shape: QueryShape, text: str, *, principal: Principal, settings: SessionSettings
     ) -> StatementOutcome:
-        plan, sql = self.plan(shape, settings=settings)
+        plan, sql = prepare_release(shape, epsilon=self.epsilon(settings), dialect=self.backend.dialect)
         reservation = self.ledger.reserve(principal.name, self.dataset.name, plan.loss, statement=text)
         try:
             _, exact_rows = self.backend.execute(sql)
@@ -191,6 +175,31 @@ class QueryService:
         if name.lower() == "veil.epsilon" and not value:
             return repr(self.dataset.default_epsilon)
         return value
+
+
+def checked_epsilon(dataset: DatasetPolicy, chosen: float | None) -> float:
+    """The ε one query spends: the session's choice, else the dataset default, never above max_epsilon."""
+    epsilon = dataset.default_epsilon if chosen is None else chosen
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise InvalidParameterValueError(f"epsilon must be greater than 0, got {epsilon:g}")
+    if epsilon > dataset.max_epsilon:
+        raise InvalidParameterValueError(
+            f"veil.epsilon = {epsilon:g} exceeds this dataset's max_epsilon of {dataset.max_epsilon:g}",
+            hint=f"SET veil.epsilon to at most {dataset.max_epsilon:g}",
+        )
+    return epsilon
+
+
+def prepare_release(shape: QueryShape, *, epsilon: float, dialect: str) -> tuple[ReleasePlan, str]:
+    """Price and rewrite without touching the engine or the ledger (``veil explain`` stops here)."""
+    cells = math.prod(len(column.values or ()) for column in shape.group_keys)
+    if cells > MAX_GROUP_CELLS:
+        raise UnsupportedQueryError(
+            f"the GROUP BY has {cells} public cells; at most {MAX_GROUP_CELLS} are answered",
+            hint="group by fewer columns or filter with WHERE",
+        )
+    plan = price_query(shape, epsilon=epsilon)
+    return plan, bounded_query(shape, exact_quantities(shape)).sql(dialect=dialect)
 
 
 def _decimal_or_text(type_name: str) -> ColumnType:

@@ -10,7 +10,7 @@ from budget.ledger import Ledger
 from mechanisms.random_source import secure_random_source
 from proxy.backends.duckdb import DuckDBBackend
 from proxy.config import VeilConfig
-from proxy.errors import ProxyError
+from proxy.errors import TooManyConnectionsError
 from proxy.query_service import QueryService
 from proxy.session import Session, SessionContext
 from proxy.wire import messages as wire
@@ -60,10 +60,6 @@ class VeilServer:
             writer.close()
         finally:
             self.active -= 1
-
-
-class TooManyConnectionsError(ProxyError, sqlstate="53300"):
-    """More clients than server.max_connections."""
 
 
 async def _refuse_too_many(writer: asyncio.StreamWriter, limit: int) -> None:

@@ -1,0 +1,59 @@
+"""``veil explain``: the same pipeline as a query, stopped before the ledger and the engine."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from mechanisms.laplace import laplace_error_bound
+from proxy.analysis.parse import parse_statements
+from proxy.analysis.statements import PrivateQuery, classify
+from proxy.backends.duckdb import DuckDBBackend
+from proxy.config import DatasetPolicy
+from proxy.errors import UnsupportedQueryError
+from proxy.query_service import checked_epsilon, prepare_release
+
+
+@dataclass(frozen=True)
+class MeasurementExplanation:
+    quantity: str
+    mechanism: str
+    sensitivity: float
+    epsilon: float
+    noise_scale: float
+    error_bound_95: float  # no cell's noise exceeds this with probability >= 95% (union bound)
+
+
+@dataclass(frozen=True)
+class Explanation:
+    engine_sql: str
+    epsilon: float
+    cells: int
+    measurements: tuple[MeasurementExplanation, ...]
+
+
+def explain_query(dataset: DatasetPolicy, sql: str, *, epsilon: float | None = None) -> Explanation:
+    trees = parse_statements(sql)
+    if len(trees) != 1:
+        raise UnsupportedQueryError("explain takes exactly one statement")
+    statement = classify(trees[0], dataset)
+    if not isinstance(statement, PrivateQuery):
+        raise UnsupportedQueryError("only queries on private tables have a privacy cost to explain")
+    plan, engine_sql = prepare_release(
+        statement.shape, epsilon=checked_epsilon(dataset, epsilon), dialect=DuckDBBackend.dialect
+    )
+    cells = math.prod(len(column.values or ()) for column in statement.shape.group_keys)
+    measurements = tuple(
+        MeasurementExplanation(
+            quantity=m.quantity.label,
+            mechanism="discrete Laplace" if m.integer else "Laplace on a 2^k grid",
+            sensitivity=m.sensitivity,
+            epsilon=m.epsilon,
+            noise_scale=m.sensitivity / m.epsilon,
+            # +1 grid step makes the continuous bound hold for the discrete noise (docs/privacy.md)
+            error_bound_95=laplace_error_bound(sensitivity=m.sensitivity, epsilon=m.epsilon, outputs=cells)
+            + (1.0 if m.integer else 0.0),
+        )
+        for m in plan.measurements
+    )
+    return Explanation(engine_sql, plan.epsilon, cells, measurements)
