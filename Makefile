@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 DEMO_DIR ?= demo
 PORT ?= 5433
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test bench lint docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,6 +16,10 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)  ## build the synthetic demo (once) and serve it in the foreground
 	test -f $(DEMO_DIR)/veil.toml || $(BIN)/veil init-demo $(DEMO_DIR)
+	@echo
+	@echo 'connect with:  psql "postgresql://alice:veil-demo@127.0.0.1:$(PORT)/demo"'
+	@echo 'budget:        $(BIN)/veil budget show --config $(DEMO_DIR)/veil.toml'
+	@echo
 	$(BIN)/veil serve --config $(DEMO_DIR)/veil.toml --port $(PORT)
 
 test: $(STAMP)  ## the whole suite, as CI runs it
@@ -27,6 +31,9 @@ bench: $(STAMP)  ## benchmarks; results go into docs/benchmarks.md
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+docs: $(STAMP)  ## regenerate docs/cli.md and docs/errors.md from the code
+	$(BIN)/python -m proxy.reference_docs
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache

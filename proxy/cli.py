@@ -277,7 +277,7 @@ def analyst_add(name: str, config_path: Path, password_stdin: bool) -> None:
       veil analyst add bob
       echo "$PASSWORD" | veil analyst add bob --password-stdin
     """
-    ledger = _ledger(load_config(config_path))
+    ledger = Ledger.create(load_config(config_path).ledger_path)  # the first analyst creates the ledger
     if password_stdin:
         password = sys.stdin.readline().rstrip("\n")
     else:
