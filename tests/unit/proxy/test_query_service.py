@@ -1,0 +1,118 @@
+"""The pipeline without the wire: a real DuckDB file, a real SQLite ledger, a seeded RandomSource."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from budget.ledger import Ledger, SpendState
+from budget.loss import PrivacyLoss
+from proxy.backends.duckdb import DuckDBBackend
+from proxy.errors import (
+    BackendUnavailableError,
+    BudgetExhaustedError,
+    InvalidParameterValueError,
+    as_proxy_error,
+)
+from proxy.query_service import Principal, QueryService, StatementOutcome
+from proxy.settings import SessionSettings
+from proxy.wire.scram import make_scram_verifier
+from tests.unit.proxy.policy_fixture import clinic_policy
+
+ALICE = Principal("alice")
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Ledger:
+    ledger = Ledger.create(tmp_path / "ledger.sqlite")
+    ledger.add_analyst("alice", make_scram_verifier("secret", iterations=1))
+    ledger.grant("alice", "clinic", PrivacyLoss(1.0))
+    return ledger
+
+
+@pytest.fixture
+def service(tmp_path: Path, ledger: Ledger) -> QueryService:
+    with duckdb.connect(str(tmp_path / "clinic.duckdb")) as connection:
+        connection.execute(
+            "CREATE TABLE visits AS SELECT i // 3 AS patient_id, 20 + i % 50 AS age, 10.0 AS cost, 'x' AS note,"
+            " CASE WHEN i % 2 = 0 THEN 'north' ELSE 'south' END AS region,"
+            " CASE WHEN i % 3 = 0 THEN 'female' ELSE 'male' END AS sex FROM range(3000) t(i)"
+        )  # no `people` table: queries on it fail in the engine
+    return QueryService(
+        clinic_policy(tmp_path),
+        backend=DuckDBBackend(tmp_path / "clinic.duckdb"),
+        sandbox=DuckDBBackend.sandbox(),
+        ledger=ledger,
+        rng=random.Random(7),
+    )
+
+
+def run(service: QueryService, sql: str, settings: SessionSettings | None = None) -> StatementOutcome:
+    (tree,) = service.parse(sql)
+    return service.run(tree, principal=ALICE, settings=settings or SessionSettings())
+
+
+def test_answer_is_noisy_near_the_truth_and_debited(service: QueryService, ledger: Ledger) -> None:
+    outcome = run(service, "SELECT COUNT(*) FROM visits")
+    assert outcome.table is not None
+    (count,) = outcome.table.rows[0]
+    # sensitivity 3, ε = 0.1 → scale 30; P(|noise| > 600) = e^-20
+    assert abs(count - 3000) <= 600
+    assert ledger.balance("alice", "clinic").spent_epsilon == pytest.approx(0.1)
+    assert [spend.state for spend in ledger.history("alice")] == [SpendState.COMMITTED]
+    assert "0.9 of 1 ε remains" in outcome.notices[0]
+
+
+def test_session_epsilon_changes_the_charge(service: QueryService, ledger: Ledger) -> None:
+    settings = SessionSettings()
+    run(service, "SET veil.epsilon = 0.25", settings)
+    run(service, "SELECT sex, AVG(age) FROM visits GROUP BY sex", settings)
+    assert ledger.balance("alice", "clinic").spent_epsilon == pytest.approx(0.25)
+    assert run(service, "SHOW veil.epsilon", settings).table.rows == [("0.25",)]  # type: ignore[union-attr]
+
+
+def test_engine_failure_cancels_the_reservation(service: QueryService, ledger: Ledger) -> None:
+    with pytest.raises(BackendUnavailableError, match="could not run the query") as raised:
+        run(service, "SELECT COUNT(*) FROM people")
+    assert "people" not in raised.value.message, "engine text is not forwarded"
+    assert ledger.balance("alice", "clinic").spent_epsilon == 0
+    assert [spend.state for spend in ledger.history("alice")] == [SpendState.CANCELLED]
+
+
+def test_over_budget_is_refused_and_spends_nothing(service: QueryService, ledger: Ledger) -> None:
+    settings = SessionSettings()
+    run(service, "SET veil.epsilon = 0.6", settings)
+    run(service, "SELECT COUNT(*) FROM visits", settings)
+    with pytest.raises(Exception) as raised:
+        run(service, "SELECT COUNT(*) FROM visits", settings)
+    error = as_proxy_error(raised.value)
+    assert isinstance(error, BudgetExhaustedError) and error.sqlstate == "53Z01"
+    assert ledger.balance("alice", "clinic").spent_epsilon == pytest.approx(0.6)
+    assert len(ledger.history("alice")) == 1
+
+
+def test_epsilon_above_the_dataset_maximum_is_refused(service: QueryService, ledger: Ledger) -> None:
+    settings = SessionSettings()
+    run(service, "SET veil.epsilon = 2", settings)
+    with pytest.raises(InvalidParameterValueError, match="max_epsilon"):
+        run(service, "SELECT COUNT(*) FROM visits", settings)
+    assert ledger.history("alice") == []
+
+
+def test_invalid_epsilon_setting_is_refused() -> None:
+    with pytest.raises(
+        InvalidParameterValueError, match='invalid value for parameter "veil.epsilon"'
+    ) as raised:
+        SessionSettings().set("veil.epsilon", "-1")
+    assert raised.value.hint == "epsilon must be greater than 0"
+
+
+def test_constant_query_reads_no_data(service: QueryService, ledger: Ledger) -> None:
+    outcome = run(service, "SELECT 1 + 1 AS two, current_user, current_database()")
+    assert outcome.table is not None
+    assert outcome.table.rows == [(2, "alice", "clinic")]
+    assert [c.name for c in outcome.table.columns] == ["two", "current_user", "current_database"]
+    assert ledger.history("alice") == []
