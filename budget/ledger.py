@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from enum import StrEnum
 from pathlib import Path
 
@@ -427,14 +428,28 @@ class _Account:
         return [float(row[index]) for row in (self.spends if spent else self.grants)]
 
 
+def as_decimal(amount: float) -> Decimal:
+    """The decimal a person typed: a float read back through its shortest repr (0.1 → 0.1).
+
+    Budgets are accounted in exact decimal arithmetic on these values, so a grant of 0.3 pays for
+    exactly three queries of 0.1 — binary float sums would refuse the third. Mechanisms calibrate
+    their noise to shares whose exact sum is at most this decimal, so the charge is never too low.
+    """
+    return Decimal(repr(float(amount)))
+
+
+def _total(amounts: Sequence[float]) -> Decimal:
+    return sum((as_decimal(amount) for amount in amounts), Decimal(0))
+
+
 def _fits(granted: Sequence[float], spent: Sequence[float], asked: float) -> bool:
-    """The one budget comparison: correctly rounded sums, no tolerance."""
-    return math.fsum([*spent, asked]) <= math.fsum(granted)
+    """The one budget comparison: exact decimal sums, no tolerance."""
+    return _total([*spent, asked]) <= _total(granted)
 
 
 def _remaining(granted: Sequence[float], spent: Sequence[float]) -> float:
-    """granted - spent in one rounding, stepped down until a reservation of it is accepted."""
-    remaining = max(0.0, math.fsum([*granted, *(-amount for amount in spent)]))
+    """granted - spent, stepped down until a reservation of exactly that much is accepted."""
+    remaining = float(max(Decimal(0), _total(granted) - _total(spent)))
     while remaining > 0 and not _fits(granted, spent, remaining):
         remaining = math.nextafter(remaining, 0.0)
     return remaining
@@ -499,9 +514,7 @@ def _analyst_exists(conn: sqlite3.Connection, name: str) -> bool:
 def _require_analyst(conn: sqlite3.Connection, name: str) -> None:
     if not _analyst_exists(conn, name):
         command = f"veil analyst add {name}"
-        raise UnknownAnalystError(
-            f'analyst "{name}" does not exist; run `{command}`', hint=f"run `{command}` to create it"
-        )
+        raise UnknownAnalystError(f'analyst "{name}" does not exist', hint=f"run `{command}` to create it")
 
 
 def _spend(row: tuple[int, str, str, float, float, str, str, str, str]) -> Spend:
@@ -520,7 +533,8 @@ def _spend(row: tuple[int, str, str, float, float, str, str, str, str]) -> Spend
 
 
 def _describe(epsilon: float, delta: float) -> str:
-    return f"epsilon {epsilon!r}" if delta == 0 else f"epsilon {epsilon!r} and delta {delta!r}"
+    text = f"epsilon {as_decimal(epsilon):f}"
+    return text if delta == 0 else f"{text} and delta {as_decimal(delta):f}"
 
 
 def _exhausted(balance: Balance, asked: PrivacyLoss) -> BudgetExhaustedError:

@@ -127,12 +127,12 @@ def init_demo(directory: Path, people: int) -> None:
     """
     from proxy.demo import build_demo
 
-    click.echo(f"building a synthetic dataset of {people:,} people in {directory}/ …", err=True)
     layout = build_demo(directory, people=people)
     ledger = Ledger.create(layout.ledger_path)
     ledger.add_analyst(DEMO_ANALYST, make_scram_verifier(DEMO_PASSWORD))
     ledger.grant(DEMO_ANALYST, layout.dataset, PrivacyLoss(DEMO_EPSILON))
-    click.echo(f"wrote {layout.config_path}, {layout.database_path} and {layout.ledger_path}")
+    click.echo(f"built a synthetic dataset of {people:,} people: {layout.database_path}")
+    click.echo(f"wrote {layout.config_path} and {layout.ledger_path}")
     click.echo(
         f"analyst {DEMO_ANALYST!r} (password {DEMO_PASSWORD!r}) has ε = {DEMO_EPSILON:g} on dataset {layout.dataset!r}"
     )

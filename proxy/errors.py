@@ -74,6 +74,14 @@ class BudgetExhaustedError(ProxyError, sqlstate="53Z01"):
     """The answer would take the analyst past the epsilon granted on this dataset."""
 
 
+class MissingUserError(ProxyError, sqlstate="28000"):
+    """The startup packet named no user."""
+
+
+class InFailedTransactionError(ProxyError, sqlstate="25P02"):
+    """A statement after an error inside BEGIN … ROLLBACK, as PostgreSQL refuses it."""
+
+
 class AuthenticationFailedError(ProxyError, sqlstate="28P01"):
     """Wrong password or unknown analyst (indistinguishable on purpose)."""
 

@@ -29,6 +29,7 @@ from proxy.analysis.statements import (
     Statement,
     TransactionStatement,
     classify,
+    classify_transaction,
 )
 from proxy.backends.duckdb import DuckDBBackend
 from proxy.config import ColumnType, DatasetPolicy
@@ -37,7 +38,7 @@ from proxy.release.apply import ReleasedTable, ResultColumn, release
 from proxy.release.plan import ReleasePlan, price_query
 from proxy.rewrite.bound_contributions import bounded_query
 from proxy.rewrite.session_info import SessionInfo, constant_query
-from proxy.settings import SETTINGS, SessionSettings
+from proxy.settings import SETTINGS, SessionSettings, lookup
 
 log = logging.getLogger("veil.query")
 
@@ -95,6 +96,11 @@ class QueryService:
     def parse(self, sql: str) -> list[exp.Expression]:
         return parse_statements(sql)
 
+    def transaction_tag(self, tree: exp.Expression) -> str | None:
+        """BEGIN/COMMIT/ROLLBACK, so the session can track the transaction status it reports."""
+        statement = classify_transaction(tree)
+        return statement.tag if statement is not None else None
+
     def run(
         self, tree: exp.Expression, *, principal: Principal, settings: SessionSettings
     ) -> StatementOutcome:
@@ -111,6 +117,9 @@ class QueryService:
             case ConstantQuery():
                 return self._answer_constant(statement, principal=principal)
             case SetStatement(name=name, value=value):
+                if value is not None and lookup(name).name == "veil.epsilon":
+                    # refuse an ε above max_epsilon now, not at the next query, and keep the old value
+                    checked_epsilon(self.dataset, float(lookup(name).normalize(value)))
                 setting = settings.set(name, value) if value is not None else settings.reset(name)
                 changed = (setting.name, settings.get(name)) if setting.reported else None
                 return StatementOutcome("SET", parameter_changed=changed)

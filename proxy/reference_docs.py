@@ -36,13 +36,21 @@ def errors_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _command_sections(command: click.Command, path: list[str]) -> list[str]:
-    # a fixed width so the generated file does not depend on the terminal it was made in
-    context = click.Context(command, info_name=" ".join(path), terminal_width=100, max_content_width=100)
+def _command_sections(command: click.Command, path: list[str], parent: click.Context | None = None) -> list[str]:
+    # A fixed width so the file does not depend on the terminal, and real parent contexts so that
+    # subcommands inherit `-h` from the group's context settings, as they do when run.
+    context = click.Context(
+        command,
+        parent=parent,
+        info_name=path[-1],
+        terminal_width=100,
+        max_content_width=100,
+        **command.context_settings,
+    )
     sections = [f"## `{' '.join(path)}`", "", "```", command.get_help(context).rstrip(), "```", ""]
     if isinstance(command, click.Group):
         for name in sorted(command.commands):
-            sections += _command_sections(command.commands[name], [*path, name])
+            sections += _command_sections(command.commands[name], [*path, name], context)
     return sections
 
 

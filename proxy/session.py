@@ -19,6 +19,8 @@ from budget.ledger import Ledger
 from proxy.config import ColumnType
 from proxy.errors import (
     AuthenticationFailedError,
+    InFailedTransactionError,
+    MissingUserError,
     ProtocolViolationError,
     ProxyError,
     UnknownDatabaseError,
@@ -75,6 +77,7 @@ class Session:
         self.buffer = wire.MessageReader(max_message_size=context.max_message_size)
         self.peer = _peer(writer)
         self.settings = SessionSettings()
+        self.transaction_status = "I"  # ReadyForQuery status: idle, in a transaction block, or failed
 
     async def run(self) -> None:
         try:
@@ -94,6 +97,8 @@ class Session:
         if startup is None:
             return
         user = startup.parameters.get("user", "")
+        if not user:
+            raise MissingUserError("no PostgreSQL user name specified in startup packet")
         principal = await self._authenticate(user)
         database = startup.parameters.get("database") or user
         service = self.context.services.get(database)
@@ -174,8 +179,17 @@ class Session:
             if not trees:
                 out.append(wire.empty_query_response())
             for tree in trees:
+                tag = service.transaction_tag(tree)
+                if self.transaction_status == "E" and tag not in ("COMMIT", "ROLLBACK"):
+                    raise InFailedTransactionError(
+                        "current transaction is aborted, commands ignored until end of transaction block",
+                        hint="send ROLLBACK",
+                    )
                 outcome = await asyncio.to_thread(
                     service.run, tree, principal=principal, settings=self.settings
+                )
+                self.transaction_status = {"BEGIN": "T", "COMMIT": "I", "ROLLBACK": "I"}.get(
+                    tag or "", self.transaction_status
                 )
                 out.extend(_outcome_messages(outcome))
         except Exception as error:  # every failure becomes one ErrorResponse; the session lives on
@@ -183,7 +197,9 @@ class Session:
             if proxy_error.sqlstate == "XX000":
                 log.exception("internal error incident=%s", getattr(proxy_error, "incident_id", "?"))
             out.append(_error(proxy_error))
-        out.append(wire.ready_for_query("I"))
+            if self.transaction_status == "T":
+                self.transaction_status = "E"
+        out.append(wire.ready_for_query(self.transaction_status))
         await self._send(b"".join(out))
 
     async def _fill(self) -> None:

@@ -38,7 +38,8 @@ def _epsilon(value: str) -> str:
 
 
 def _utf8_only(value: str) -> str:
-    if value.replace("-", "").upper() not in ("UTF8", "UNICODE"):
+    """Like PostgreSQL, ignore case and non-alphanumerics: asyncpg sends ``'utf-8'`` with quotes."""
+    if "".join(ch for ch in value if ch.isalnum()).upper() not in ("UTF8", "UNICODE"):
         raise InvalidParameterValueError(
             f'invalid value for parameter "client_encoding": "{value}"', hint="Veil speaks UTF8 only"
         )

@@ -88,6 +88,9 @@ def query_shape(tree: exp.Expression, dataset: DatasetPolicy) -> QueryShape:
 
 
 def _table_policy(table: exp.Table, dataset: DatasetPolicy) -> TablePolicy:
+    if not isinstance(table.this, exp.Identifier):
+        name = table.this.sql_name().lower() if isinstance(table.this, exp.Func) else table.this.key
+        raise refuse(f"table function {name}() is not allowed", hint="query the dataset's tables by name")
     if table.args.get("db") and table.db.lower() not in ("public", dataset.name):
         raise UnknownTableError(f'relation "{table.sql()}" does not exist')
     policy = dataset.table(table.name)

@@ -51,17 +51,23 @@ Statement = (
 )
 
 
-def classify(tree: exp.Expression, dataset: DatasetPolicy) -> Statement:
-    if isinstance(tree, exp.Set):
-        return _set_statement(tree)
-    if isinstance(tree, exp.Command):
-        return _command(tree)
+def classify_transaction(tree: exp.Expression) -> TransactionStatement | None:
     if isinstance(tree, exp.Transaction):
         return TransactionStatement("BEGIN")
     if isinstance(tree, exp.Commit):
         return TransactionStatement("COMMIT")
     if isinstance(tree, exp.Rollback):
         return TransactionStatement("ROLLBACK")
+    return None
+
+
+def classify(tree: exp.Expression, dataset: DatasetPolicy) -> Statement:
+    if (transaction := classify_transaction(tree)) is not None:
+        return transaction
+    if isinstance(tree, exp.Set):
+        return _set_statement(tree)
+    if isinstance(tree, exp.Command):
+        return _command(tree)
     if referenced_tables(tree):
         if not isinstance(tree, exp.Select):
             _refuse_non_select(tree, dataset)

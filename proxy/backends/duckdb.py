@@ -49,7 +49,10 @@ class DuckDBBackend:
             description = [(column[0], str(column[1])) for column in cursor.description or []]
             return description, cursor.fetchall()
         except duckdb.Error as error:
-            log.warning("backend error: %s", str(error).splitlines()[0])
+            # the message can quote private values (an overflowing expression, a failed cast):
+            # its text is kept out of the normal log level
+            log.warning("backend error: %s", type(error).__name__)
+            log.debug("backend error detail: %s", str(error).splitlines()[0])
             raise BackendUnavailableError(
                 "the database engine could not run the query", hint="the server log has the details"
             ) from None

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
+from budget.ledger import as_decimal
 from budget.loss import PrivacyLoss
 from proxy.analysis.quantities import Quantity, QuantityKind, exact_quantities
 from proxy.analysis.shape import QueryShape
@@ -67,9 +68,12 @@ def _is_integer(quantity: Quantity) -> bool:
 
 
 def split_epsilon(epsilon: float, parts: int) -> float:
-    """The largest float share with ``parts × share <= epsilon`` exactly, so charging ε is honest."""
+    """The largest float share with ``parts × share <= ε`` exactly, where ε is the decimal the ledger
+    charges (``as_decimal``: 0.1 means 0.1, not the binary float just above it) — so the charge is
+    an upper bound on the privacy loss the noise actually gives."""
+    charged = Fraction(as_decimal(epsilon))
     share = epsilon / parts
-    while Fraction(share) * parts > Fraction(epsilon):
+    while Fraction(share) * parts > charged:
         share = math.nextafter(share, 0.0)
     return share
 

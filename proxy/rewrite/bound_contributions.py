@@ -20,7 +20,7 @@ from proxy.analysis.quantities import Quantity, QuantityKind
 from proxy.analysis.shape import QueryShape
 from proxy.config import ColumnPolicy
 from proxy.rewrite.clamp_values import clamp_value
-from proxy.rewrite.safe_casts import cast_to_try_cast
+from proxy.rewrite.safe_predicates import error_free
 
 ROW_NUMBER = "_dp_row_number"
 BOUNDED = "_dp_bounded"
@@ -68,7 +68,7 @@ def _bounded_rows(shape: QueryShape, quantities: tuple[Quantity, ...]) -> exp.Se
     unit = shape.table.privacy_unit
     draws = [exp.column(unit).as_(UNIT), exp.Rand().as_(RANDOM)] if unit is not None else []
     rows = exp.select(*keys, *values, *draws).from_(exp.to_table(shape.table.name))
-    conditions = [cast_to_try_cast(shape.where.copy())] if shape.where is not None else []
+    conditions = [error_free(shape.where)] if shape.where is not None else []
     conditions += [_in_public_domain(column) for column in shape.group_keys]
     if conditions:
         rows = rows.where(exp.and_(*conditions))

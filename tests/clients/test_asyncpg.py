@@ -1,8 +1,8 @@
 """asyncpg against ``veil serve``.
 
 asyncpg runs ``fetch``/``fetchval`` over the extended query protocol, which Veil refuses for now
-(0A000); ``execute`` without arguments uses the simple protocol and works. asyncpg also sends
-``client_encoding='utf-8'`` (quoted) in its startup packet; see the xfail below.
+(0A000); ``execute`` without arguments uses the simple protocol and works. asyncpg sends
+``client_encoding='utf-8'`` (quoted) at startup, which Veil accepts as PostgreSQL does.
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ from tests.conftest import ALICE, Admin, Analyst, RunningServer
 pytestmark = pytest.mark.client
 
 T = TypeVar("T")
-# Until Veil accepts asyncpg's quoted startup value, override it (PostgreSQL accepts both).
-WORKAROUND = {"client_encoding": "UTF8"}
 
 
 def run(coroutine: Awaitable[T]) -> T:
@@ -45,19 +43,13 @@ async def connect(
 async def with_connection(
     server: RunningServer, work: Callable[[asyncpg.Connection], Awaitable[T]], **kwargs: Any
 ) -> T:
-    connection = await connect(server, server_settings=WORKAROUND, **kwargs)
+    connection = await connect(server, **kwargs)
     try:
         return await work(connection)
     finally:
         await connection.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=asyncpg.exceptions.InvalidParameterValueError,
-    reason="proxy/settings.py _utf8_only() refuses asyncpg's startup value client_encoding=\"'utf-8'\" "
-    "(quotes included); PostgreSQL ignores non-alphanumerics in encoding names",
-)
 def test_asyncpg_connects_with_its_default_startup_parameters(veil_server: RunningServer) -> None:
     async def main() -> str:
         connection = await connect(veil_server)
@@ -114,12 +106,12 @@ def test_policy_refusals_arrive_as_typed_exceptions(veil_server: RunningServer) 
 
 def test_wrong_password_is_28P01(veil_server: RunningServer) -> None:
     with pytest.raises(asyncpg.exceptions.InvalidPasswordError) as refused:
-        run(connect(veil_server, Analyst("alice", "wrong"), server_settings=WORKAROUND))
+        run(connect(veil_server, Analyst("alice", "wrong")))
     assert refused.value.sqlstate == "28P01"
     assert 'password authentication failed for user "alice"' in str(refused.value)
 
 
 def test_unknown_database_is_3D000(veil_server: RunningServer) -> None:
     with pytest.raises(asyncpg.exceptions.InvalidCatalogNameError) as refused:
-        run(connect(veil_server, database="nowhere", server_settings=WORKAROUND))
+        run(connect(veil_server, database="nowhere"))
     assert refused.value.sqlstate == "3D000"

@@ -3,13 +3,14 @@ subprocess of the installed console script where one is."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sqlite3
 import subprocess
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
@@ -17,7 +18,7 @@ from click.testing import CliRunner, Result
 
 from proxy import __version__
 from proxy.cli import main as veil_main
-from tests.conftest import ALICE, Admin, Demo, RunningServer, veil_command
+from tests.conftest import ALICE, Admin, Analyst, Demo, RunningServer, veil_command
 
 SCORES_CSV = "person_id,city,score\n1,oslo,3\n1,oslo,5\n1,oslo,9\n2,bergen,7\n3,oslo,1\n"
 
@@ -35,10 +36,11 @@ def copy_demo(demo: Demo, target: Path) -> Demo:
     target.mkdir()
     shutil.copy2(demo.config, target / demo.config.name)
     shutil.copy2(demo.database, target / demo.database.name)
-    with sqlite3.connect(demo.ledger) as source, sqlite3.connect(target / demo.ledger.name) as copy:
+    with (
+        contextlib.closing(sqlite3.connect(demo.ledger)) as source,
+        contextlib.closing(sqlite3.connect(target / demo.ledger.name)) as copy,
+    ):
         source.backup(copy)
-    source.close()
-    copy.close()
     return Demo(target)
 
 
@@ -142,26 +144,39 @@ def test_the_policy_file_can_come_from_VEIL_CONFIG(demo: Demo) -> None:
 
 
 def test_init_demo_refuses_a_directory_that_holds_a_demo(demo: Demo) -> None:
-    before = demo.config.read_bytes()
-    assert_one_error_line(invoke("init-demo", str(demo.directory), "--people", "100"), "already holds a demo")
-    assert demo.config.read_bytes() == before
+    before = demo.config.read_bytes(), demo.database.stat().st_mtime_ns
+    result = invoke("init-demo", str(demo.directory), "--people", "100")
+    assert result.exit_code == 1
+    assert f"Error: {demo.directory} already holds a demo" in result.stderr
+    assert (demo.config.read_bytes(), demo.database.stat().st_mtime_ns) == before
+
+
+def test_init_demo_refusal_is_not_announced_as_a_build(demo: Demo) -> None:
+    result = invoke("init-demo", str(demo.directory), "--people", "100")
+    assert_one_error_line(result, "already holds a demo")
 
 
 # --- budgets after queries (server, so the CLI runs as a subprocess) -------------------------------------
 
 
-def query(server: RunningServer, analyst: Any, *statements: str) -> None:
+def query(server: RunningServer, analyst: Analyst, *statements: str) -> list[str]:
+    """Run each statement on one connection → "ok" or the SQLSTATE of its error, in order."""
+    outcomes = []
     with psycopg.connect(server.conninfo(analyst), prepare_threshold=None, autocommit=True) as connection:
         for sql in statements:
             try:
                 connection.execute(sql)
-            except psycopg.Error:
-                pass  # refusals are part of the scenario; the ledger tells what was spent
+                outcomes.append("ok")
+            except psycopg.Error as error:
+                outcomes.append(error.sqlstate or "?")
+    return outcomes
 
 
 def test_budget_show_json_reports_a_spend(veil_server: RunningServer, admin: Admin, demo: Demo) -> None:
     analyst = admin.add_analyst(1.0, prefix="shown")
-    query(veil_server, analyst, "SET veil.epsilon = 0.25", "SELECT COUNT(*) FROM patients")
+    assert (
+        query(veil_server, analyst, "SET veil.epsilon = 0.25", "SELECT COUNT(*) FROM patients") == ["ok"] * 2
+    )
 
     result = veil("budget", "show", analyst.name, "--json", "--config", str(demo.config))
 
@@ -174,7 +189,7 @@ def test_budget_show_json_reports_a_spend(veil_server: RunningServer, admin: Adm
 
 def test_budget_show_table_is_readable(veil_server: RunningServer, admin: Admin, demo: Demo) -> None:
     analyst = admin.add_analyst(1.0, prefix="table")
-    query(veil_server, analyst, "SELECT COUNT(*) FROM patients")
+    assert query(veil_server, analyst, "SELECT COUNT(*) FROM patients") == ["ok"]
     result = veil("budget", "show", analyst.name, "--config", str(demo.config))
     assert result.returncode == 0, result.stderr
     header, rule, row = result.stdout.splitlines()
@@ -187,7 +202,7 @@ def test_budget_history_lists_committed_spends_with_normalized_sql(
     veil_server: RunningServer, admin: Admin, demo: Demo
 ) -> None:
     analyst = admin.add_analyst(0.25, prefix="history")
-    query(
+    outcomes = query(
         veil_server,
         analyst,
         "select   count(*)\n  from patients   where age > 50",
@@ -197,6 +212,7 @@ def test_budget_history_lists_committed_spends_with_normalized_sql(
         "select region, avg(cost) from visits group by region",
         "SELECT COUNT(*) FROM visits",  # exhausted: never reserved
     )
+    assert outcomes == ["ok", "42501", "ok", "ok", "ok", "53Z01"]
 
     result = veil("budget", "history", analyst.name, "--json", "--config", str(demo.config))
 
@@ -239,7 +255,7 @@ def import_scores(config: Path, csv: Path, table: str = "scores") -> Result:
 
 
 def test_import_into_a_copy_then_budget_and_query_it(
-    tmp_path: Path, demo: Demo, veil_server: RunningServer, serve: Any
+    tmp_path: Path, demo: Demo, veil_server: RunningServer, serve: Callable[[Path], RunningServer]
 ) -> None:
     copy = copy_demo(demo, tmp_path / "copy")
     csv = tmp_path / "scores.csv"

@@ -95,8 +95,8 @@ def test_over_budget_is_refused_and_spends_nothing(service: QueryService, ledger
 
 
 def test_epsilon_above_the_dataset_maximum_is_refused(service: QueryService, ledger: Ledger) -> None:
-    settings = SessionSettings()
-    run(service, "SET veil.epsilon = 2", settings)
+    """A startup parameter bypasses SET; the query itself refuses too, before spending."""
+    settings = SessionSettings({"veil.epsilon": "2"})
     with pytest.raises(InvalidParameterValueError, match="max_epsilon"):
         run(service, "SELECT COUNT(*) FROM visits", settings)
     assert ledger.history("alice") == []
@@ -104,7 +104,7 @@ def test_epsilon_above_the_dataset_maximum_is_refused(service: QueryService, led
 
 def test_invalid_epsilon_setting_is_refused() -> None:
     with pytest.raises(
-        InvalidParameterValueError, match='invalid value for parameter "veil.epsilon"'
+        InvalidParameterValueError, match=r'invalid value for parameter "veil\.epsilon"'
     ) as raised:
         SessionSettings().set("veil.epsilon", "-1")
     assert raised.value.hint == "epsilon must be greater than 0"
@@ -116,3 +116,23 @@ def test_constant_query_reads_no_data(service: QueryService, ledger: Ledger) -> 
     assert outcome.table.rows == [(2, "alice", "clinic")]
     assert [c.name for c in outcome.table.columns] == ["two", "current_user", "current_database"]
     assert ledger.history("alice") == []
+
+
+def test_set_refuses_epsilon_above_the_maximum_and_keeps_the_old_value(service: QueryService) -> None:
+    settings = SessionSettings()
+    run(service, "SET veil.epsilon = 0.5", settings)
+    with pytest.raises(InvalidParameterValueError, match="max_epsilon"):
+        run(service, "SET veil.epsilon = 2", settings)
+    assert settings.get("veil.epsilon") == "0.5"
+
+
+def test_three_tenths_pay_for_three_queries_of_a_tenth(service: QueryService, ledger: Ledger) -> None:
+    """Decimal accounting: binary float sums would refuse the third query (0.1+0.1+0.1 > 0.3)."""
+    ledger.add_analyst("carol", make_scram_verifier("pw", iterations=1))
+    ledger.grant("carol", "clinic", PrivacyLoss(0.3))
+    for _ in range(3):
+        (tree,) = service.parse("SELECT COUNT(*) FROM visits")
+        service.run(tree, principal=Principal("carol"), settings=SessionSettings())
+    with pytest.raises(Exception, match=r"asked for epsilon 0\.1 .* only epsilon 0\.0 remains"):
+        service.run(tree, principal=Principal("carol"), settings=SessionSettings())
+    assert ledger.balance("carol", "clinic").remaining_epsilon == 0

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from budget.ledger import as_decimal
 from proxy.analysis.parse import parse_statements
 from proxy.analysis.quantities import QuantityKind
 from proxy.analysis.statements import PrivateQuery, classify
@@ -59,7 +60,7 @@ def test_shared_quantities_are_charged_once() -> None:
 def test_epsilon_shares_never_exceed_the_charge(epsilon: float, parts: int) -> None:
     share = split_epsilon(epsilon, parts)
     assert share > 0
-    assert Fraction(share) * parts <= Fraction(epsilon)
+    assert Fraction(share) * parts <= Fraction(as_decimal(epsilon)), "the charged decimal bounds the loss"
 
 
 def test_every_public_cell_is_released_even_when_empty() -> None:
