@@ -36,7 +36,9 @@ def errors_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _command_sections(command: click.Command, path: list[str], parent: click.Context | None = None) -> list[str]:
+def _command_sections(
+    command: click.Command, path: list[str], parent: click.Context | None = None
+) -> list[str]:
     # A fixed width so the file does not depend on the terminal, and real parent contexts so that
     # subcommands inherit `-h` from the group's context settings, as they do when run.
     context = click.Context(
