@@ -78,3 +78,25 @@ def test_a_cancel_request_is_harmless(connect: Connect) -> None:
     connection = connect()
     connection.cancel_safe(timeout=5)
     assert connection.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_a_startup_without_a_user_is_refused(veil_server: RunningServer) -> None:
+    fields = error_fields(exchange(veil_server, startup(database="demo")))
+    assert (fields["S"], fields["C"]) == ("FATAL", "28000")
+    assert "no PostgreSQL user name" in fields["M"]
+
+
+def test_transaction_status_follows_begin_error_and_rollback(connect: Connect) -> None:
+    """psycopg's non-autocommit mode relies on the status ReadyForQuery reports."""
+    connection = connect()
+    connection.autocommit = False
+    assert connection.execute("SELECT 1").fetchone() == (1,)  # psycopg sent BEGIN first
+    assert connection.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        connection.execute("SELECT * FROM visits")
+    assert connection.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+    with pytest.raises(psycopg.errors.InFailedSqlTransaction):
+        connection.execute("SELECT 1")
+    connection.rollback()
+    assert connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    assert connection.execute("SELECT 1").fetchone() == (1,)
