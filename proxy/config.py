@@ -19,15 +19,23 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+import psycopg
 import tomli_w
+from psycopg.conninfo import conninfo_to_dict
 
 from proxy.errors import ConfigError
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+ENVIRONMENT_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 ROW_PRIVACY_UNIT = "row"
 DEFAULT_EPSILON = 0.1
 DEFAULT_MAX_EPSILON = 1.0
 DEFAULT_PORT = 5433
+DUCKDB = "duckdb"
+POSTGRES = "postgres"
+BACKENDS = (DUCKDB, POSTGRES)
+DEFAULT_SCHEMA = "public"
+DEFAULT_POOL_SIZE = 4
 
 
 class ColumnType(StrEnum):
@@ -73,17 +81,44 @@ class TablePolicy:
 
 @dataclass(frozen=True)
 class DatasetPolicy:
-    """A dataset is what a client names as its database; it lives in one backend."""
+    """A dataset is what a client names as its database; it lives in one backend.
+
+    ``backend = "duckdb"`` datasets have a ``path``. ``backend = "postgres"`` datasets have a
+    connection string, given either in the file (``dsn``, never with a password) or as the name of
+    an environment variable that holds it (``dsn_env``), and the ``schema`` their tables live in.
+    This module never reads the environment: whoever starts the engine calls ``resolve_dsn``.
+    """
 
     name: str
     backend: str
-    path: Path
+    path: Path | None
     default_epsilon: float
     max_epsilon: float
     tables: Mapping[str, TablePolicy]
+    dsn: str | None = None
+    dsn_env: str | None = None
+    schema: str = DEFAULT_SCHEMA
+    pool_size: int = DEFAULT_POOL_SIZE
+    statement_timeout_ms: int | None = None
 
     def table(self, name: str) -> TablePolicy | None:
         return self.tables.get(name.lower())
+
+    def resolve_dsn(self, environ: Mapping[str, str]) -> str:
+        """The PostgreSQL connection string: ``dsn``, else the variable ``dsn_env`` names in ``environ``."""
+        if self.dsn is not None:
+            return self.dsn
+        if self.dsn_env is None:
+            raise ConfigError(
+                f'dataset "{self.name}" has no PostgreSQL connection string (backend = "{self.backend}")'
+            )
+        value = environ.get(self.dsn_env, "")
+        if not value.strip():
+            raise ConfigError(
+                f"datasets.{self.name}.dsn_env: the environment variable {self.dsn_env} is not set or empty",
+                hint=f"export {self.dsn_env}='postgresql://USER:PASSWORD@HOST:5432/DBNAME' before starting veil",
+            )
+        return value
 
 
 @dataclass(frozen=True)
@@ -110,9 +145,9 @@ class _Reader:
     def __init__(self, file: Path, data: Mapping[str, Any], key: str) -> None:
         self.file, self.data, self.key = file, data, key
 
-    def fail(self, key: str | None, problem: str) -> ConfigError:
+    def fail(self, key: str | None, problem: str, *, hint: str | None = None) -> ConfigError:
         where = f"{self.key}.{key}" if key and self.key else (key or self.key or "(top level)")
-        return ConfigError(f"{self.file}: {where}: {problem}")
+        return ConfigError(f"{self.file}: {where}: {problem}", hint=hint)
 
     def child(self, key: str) -> _Reader:
         value = self.data.get(key, {})
@@ -252,10 +287,13 @@ def _table(reader: _Reader, name: str) -> TablePolicy:
 
 
 def _dataset(reader: _Reader, name: str, base: Path) -> DatasetPolicy:
-    reader.reject_unknown({"backend", "path", "default_epsilon", "max_epsilon", "tables"})
-    backend = reader.get("backend", str, "duckdb")
-    if backend != "duckdb":
-        raise reader.fail("backend", 'only "duckdb" is supported in this version')
+    reader.reject_unknown(
+        {"backend", "path", "dsn", "dsn_env", "schema", "pool_size", "statement_timeout_ms"}
+        | {"default_epsilon", "max_epsilon", "tables"}
+    )
+    backend = reader.get("backend", str, DUCKDB)
+    if backend not in BACKENDS:
+        raise reader.fail("backend", 'must be "duckdb" or "postgres"')
     default_epsilon = _positive_number(reader, "default_epsilon", DEFAULT_EPSILON)
     max_epsilon = _positive_number(reader, "max_epsilon", DEFAULT_MAX_EPSILON)
     if default_epsilon > max_epsilon:
@@ -264,8 +302,69 @@ def _dataset(reader: _Reader, name: str, base: Path) -> DatasetPolicy:
         _identifier(table_reader, table, "table"): _table(table_reader, table.lower())
         for table, table_reader in reader.child("tables").children().items()
     }
+    common = (name, backend)
+    if backend == POSTGRES:
+        return DatasetPolicy(
+            *common, None, default_epsilon, max_epsilon, MappingProxyType(tables), **_postgres_keys(reader)
+        )
+    for key in ("dsn", "dsn_env", "schema", "pool_size", "statement_timeout_ms"):
+        if key in reader.data:
+            raise reader.fail(key, 'is only used with backend = "postgres"')
     path = base / reader.get("path", str, required=True)
-    return DatasetPolicy(name, backend, path, default_epsilon, max_epsilon, MappingProxyType(tables))
+    return DatasetPolicy(*common, path, default_epsilon, max_epsilon, MappingProxyType(tables))
+
+
+def _postgres_keys(reader: _Reader) -> dict[str, Any]:
+    """``dsn`` or ``dsn_env`` (exactly one), ``schema``, and the connection pool's settings."""
+    if "path" in reader.data:
+        raise reader.fail("path", 'is only used with backend = "duckdb"; name the server with dsn or dsn_env')
+    dsn = reader.get("dsn", str)
+    dsn_env = reader.get("dsn_env", str)
+    if (dsn is None) == (dsn_env is None):
+        raise reader.fail(
+            "dsn",
+            "give exactly one of dsn (a libpq connection string or postgresql:// URL) "
+            "and dsn_env (the name of an environment variable holding it)",
+        )
+    if dsn is not None:
+        _check_dsn(reader, dsn)
+    if dsn_env is not None and not ENVIRONMENT_VARIABLE.match(dsn_env):
+        raise reader.fail("dsn_env", "must be the name of an environment variable (letters, digits, _)")
+    schema = reader.get("schema", str, DEFAULT_SCHEMA)
+    if not IDENTIFIER.match(schema):
+        raise reader.fail("schema", "must be a schema name (letters, digits, _; not starting with a digit)")
+    pool_size = reader.get("pool_size", int, DEFAULT_POOL_SIZE)
+    if pool_size < 1:
+        raise reader.fail("pool_size", "must be a positive integer (connections kept open to PostgreSQL)")
+    timeout = reader.get("statement_timeout_ms", int)
+    if timeout is not None and timeout < 1:
+        raise reader.fail(
+            "statement_timeout_ms", "must be a positive integer (milliseconds); omit it for none"
+        )
+    return {
+        "dsn": dsn,
+        "dsn_env": dsn_env,
+        "schema": schema,
+        "pool_size": pool_size,
+        "statement_timeout_ms": timeout,
+    }
+
+
+def _check_dsn(reader: _Reader, dsn: str) -> None:
+    """Parse the connection string now, so a typo is reported with its key path, not at first query.
+
+    Messages never quote the string: it may hold a password despite the rule below."""
+    try:
+        parameters = conninfo_to_dict(dsn)
+    except psycopg.Error:
+        raise reader.fail("dsn", "is not a valid libpq connection string or postgresql:// URL") from None
+    if parameters.get("password"):
+        raise reader.fail(
+            "dsn",
+            "must not contain a password (the policy file is not a place for secrets)",
+            hint="put the whole connection string in an environment variable and name it with dsn_env, "
+            "or keep the password in ~/.pgpass",
+        )
 
 
 def parse_config(text: str, *, path: Path) -> VeilConfig:

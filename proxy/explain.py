@@ -46,13 +46,13 @@ def explain_query(dataset: DatasetPolicy, sql: str, *, epsilon: float | None = N
     measurements = tuple(
         MeasurementExplanation(
             quantity=m.quantity.label,
-            mechanism="discrete Laplace" if m.integer else "Laplace on a 2^k grid",
+            mechanism="discrete Laplace" if m.exact_integer else "Laplace on a 2^k grid",
             sensitivity=m.sensitivity,
             epsilon=m.epsilon,
             noise_scale=m.sensitivity / m.epsilon,
             # +1 grid step makes the continuous bound hold for the discrete noise (docs/privacy.md)
             error_bound_95=laplace_error_bound(sensitivity=m.sensitivity, epsilon=m.epsilon, outputs=cells)
-            + (1.0 if m.integer else 0.0),
+            + (1.0 if m.exact_integer else 0.0),
         )
         for m in plan.measurements
     )

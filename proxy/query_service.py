@@ -208,7 +208,7 @@ def prepare_release(shape: QueryShape, *, epsilon: float, dialect: str) -> tuple
             hint="group by fewer columns or filter with WHERE",
         )
     plan = price_query(shape, epsilon=epsilon)
-    return plan, bounded_query(shape, exact_quantities(shape)).sql(dialect=dialect)
+    return plan, bounded_query(shape, exact_quantities(shape), dialect=dialect).sql(dialect=dialect)
 
 
 def _decimal_or_text(type_name: str) -> ColumnType:

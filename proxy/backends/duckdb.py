@@ -12,6 +12,7 @@ from pathlib import Path
 
 import duckdb
 
+from proxy.backends.base import Description, Rows
 from proxy.errors import BackendUnavailableError
 
 log = logging.getLogger("veil.backend")
@@ -20,6 +21,8 @@ SANDBOX_CONFIG = {"enable_external_access": False, "lock_configuration": True}
 
 
 class DuckDBBackend:
+    """Implements ``proxy.backends.base.Backend``."""
+
     dialect = "duckdb"
 
     def __init__(self, path: Path) -> None:
@@ -39,7 +42,7 @@ class DuckDBBackend:
         backend._connection = duckdb.connect(":memory:", config=dict(SANDBOX_CONFIG))
         return backend
 
-    def execute(self, sql: str) -> tuple[list[tuple[str, str]], list[tuple[object, ...]]]:
+    def execute(self, sql: str) -> tuple[Description, Rows]:
         """Run one query on a fresh cursor (cursors are safe across threads) → (name, type) pairs, rows.
 
         Engine error text is logged, never returned: it may quote private values."""

@@ -59,13 +59,14 @@ def _noisy(
 ) -> int | float:
     """An empty cell's SUM is NULL in SQL; before noise it is the zero it stands for."""
     exact = 0 if value is None else value
-    if measurement.integer:
+    if measurement.exact_integer:
         return discrete_laplace_mechanism(
             int(exact), sensitivity=measurement.sensitivity, epsilon=measurement.epsilon, rng=rng
         )
-    return laplace_mechanism(
+    noisy = laplace_mechanism(
         float(exact), sensitivity=measurement.sensitivity, epsilon=measurement.epsilon, rng=rng
     )
+    return round(noisy) if measurement.integer_output else noisy  # rounding is post-processing
 
 
 def _output_value(
@@ -98,4 +99,4 @@ def _result_column(output: OutputColumn, plan: ReleasePlan) -> ResultColumn:
     if aggregate.kind is AggregateKind.AVG:
         return ResultColumn(output.name, ColumnType.REAL)
     measurement = next(m for m in plan.measurements if m.quantity == quantities_for(aggregate)[0])
-    return ResultColumn(output.name, ColumnType.INTEGER if measurement.integer else ColumnType.REAL)
+    return ResultColumn(output.name, ColumnType.INTEGER if measurement.integer_output else ColumnType.REAL)

@@ -24,7 +24,10 @@ class Measurement:
     quantity: Quantity
     sensitivity: float
     epsilon: float
-    integer: bool  # exact integer answer → discrete Laplace; otherwise Laplace on a grid
+    exact_integer: bool  # the engine's answer is an integer → discrete Laplace; else Laplace on a grid
+    integer_output: (
+        bool  # released as an integer (a count, or a sum of an integer column), rounded after noise
+    )
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,8 @@ def sensitivity(quantity: Quantity, *, max_contributions: int) -> float:
     return max_contributions * max(abs(column.lower), abs(column.upper))
 
 
-def _is_integer(quantity: Quantity) -> bool:
+def _integer_valued(quantity: Quantity) -> bool:
+    """Counts, and sums of integer columns with integral bounds, are integers per row."""
     column = quantity.column
     if quantity.kind is not QuantityKind.SUM or column is None:
         return True
@@ -86,7 +90,9 @@ def price_query(shape: QueryShape, *, epsilon: float) -> ReleasePlan:
             quantity=quantity,
             sensitivity=sensitivity(quantity, max_contributions=shape.table.max_contributions),
             epsilon=share,
-            integer=_is_integer(quantity),
+            # per-person weights (bound_contributions) make totals fractional unless rows are people
+            exact_integer=_integer_valued(quantity) and shape.table.privacy_unit is None,
+            integer_output=_integer_valued(quantity),
         )
         for quantity in quantities
     )

@@ -1,15 +1,23 @@
 """Build the engine query that computes a shape's exact, contribution-bounded quantities.
 
-Every privacy unit keeps at most ``max_contributions`` (L) rows — a random per-unit sample drawn
-inside the engine — after the WHERE filter and after rows whose group key lies outside the public
-domain are dropped. Summed values are clamped to the declared bounds. So one person changes any
-count vector by at most L in ℓ1 and any sum vector by at most L·max(|lower|, |upper|): the
-sensitivities the release plan uses (spec dp-mechanisms.md §2.1–2.2).
+Rows are filtered, keys outside the public domain dropped and summed values clamped to the
+declared bounds. Then each person's rows are **pre-aggregated per (person, group)** and the
+person's whole contribution vector is **scaled to an ℓ1 bound**: with N_u rows in total, every
+partial of person u is multiplied by ``w_u = min(1, L / N_u)``. One person therefore moves the
+vector of all group counts by at most ``L`` in ℓ1, and the vector of sums by at most
+``L·max(|lower|, |upper|)`` — the sensitivities the release plan uses (spec dp-mechanisms.md
+§2.1–2.2) — while people within the bound keep their exact contribution. Unlike row sampling
+(``ROW_NUMBER() OVER (PARTITION BY person ORDER BY random())``) this is deterministic, sorts only
+the small per-person table, and does not drop a random subset of rows.
 
->>> bounded_query(shape, quantities).sql()   # for SELECT region, COUNT(*) FROM visits GROUP BY region
-SELECT _dp_key_0, COUNT(*) AS _dp_q0 FROM (SELECT region AS _dp_key_0, ROW_NUMBER() OVER
-(PARTITION BY patient_id ORDER BY RANDOM()) AS _dp_row_number FROM visits WHERE region IN (…))
-AS _dp_bounded WHERE _dp_row_number <= 10 GROUP BY _dp_key_0
+When each row is its own person there is nothing to bound: one plain GROUP BY.
+
+>>> bounded_query(shape, quantities, dialect="duckdb").sql()  # SELECT region, COUNT(*) … GROUP BY region
+SELECT _dp_key_0, SUM(_dp_rows * CASE WHEN _dp_person_rows <= 10.0 THEN 1.0 ELSE 10.0 / _dp_person_rows
+END) AS _dp_q0 FROM (SELECT *, SUM(_dp_rows) OVER (PARTITION BY _dp_unit) AS _dp_person_rows FROM
+(SELECT _dp_unit, _dp_key_0, COUNT(*) AS _dp_rows FROM (SELECT patient_id AS _dp_unit, region AS
+_dp_key_0 FROM visits WHERE region IN (…)) AS _dp_filtered GROUP BY _dp_unit, _dp_key_0) AS
+_dp_partials) AS _dp_weighted GROUP BY _dp_key_0
 """
 
 from __future__ import annotations
@@ -18,15 +26,13 @@ from sqlglot import exp
 
 from proxy.analysis.quantities import Quantity, QuantityKind
 from proxy.analysis.shape import QueryShape
-from proxy.config import ColumnPolicy
+from proxy.config import ColumnPolicy, TablePolicy
 from proxy.rewrite.clamp_values import clamp_value
 from proxy.rewrite.safe_predicates import error_free
 
-ROW_NUMBER = "_dp_row_number"
-BOUNDED = "_dp_bounded"
-ROWS = "_dp_rows"
 UNIT = "_dp_unit"
-RANDOM = "_dp_random"
+ROWS = "_dp_rows"
+PERSON_ROWS = "_dp_person_rows"
 
 
 def key_alias(index: int) -> str:
@@ -41,18 +47,37 @@ def value_alias(column: ColumnPolicy) -> str:
     return f"_dp_value_{column.name}"
 
 
-def bounded_query(shape: QueryShape, quantities: tuple[Quantity, ...]) -> exp.Select:
+def partial_alias(quantity: Quantity) -> str:
+    """Per-(person, group) partial of a quantity: ``_dp_rows``, ``_dp_count_age``, ``_dp_sum_age``."""
+    if quantity.column is None:
+        return ROWS
+    return f"_dp_{'count' if quantity.kind is QuantityKind.NON_NULL else 'sum'}_{quantity.column.name}"
+
+
+def bounded_query(shape: QueryShape, quantities: tuple[Quantity, ...], *, dialect: str) -> exp.Select:
+    rows = _filtered_rows(shape, quantities, dialect=dialect)
     keys = [exp.column(key_alias(i)) for i in range(len(shape.group_keys))]
-    measures = [_measure(q).as_(quantity_alias(i)) for i, q in enumerate(quantities)]
-    query = exp.select(*keys, *measures).from_(_bounded_rows(shape, quantities).subquery(BOUNDED))
-    if shape.table.privacy_unit is not None:
-        query = query.where(
-            exp.LTE(this=exp.column(ROW_NUMBER), expression=exp.convert(shape.table.max_contributions))
+    if shape.table.privacy_unit is None:
+        measures = [_aggregate(q).as_(quantity_alias(i)) for i, q in enumerate(quantities)]
+        return _grouped(exp.select(*keys, *measures).from_(rows.subquery("_dp_filtered")), keys)
+    partials = _per_person_partials(rows, quantities, keys)
+    person_rows = exp.Window(this=exp.Sum(this=exp.column(ROWS)), partition_by=[exp.column(UNIT)])
+    totals = exp.select(exp.Star(), person_rows.as_(PERSON_ROWS)).from_(partials.subquery("_dp_partials"))
+    weight = _weight(shape.table)
+    measures = [
+        exp.Sum(this=exp.Mul(this=exp.column(partial_alias(q)), expression=weight.copy())).as_(
+            quantity_alias(i)
         )
+        for i, q in enumerate(quantities)
+    ]
+    return _grouped(exp.select(*keys, *measures).from_(totals.subquery("_dp_weighted")), keys)
+
+
+def _grouped(query: exp.Select, keys: list[exp.Column]) -> exp.Select:
     return query.group_by(*keys) if keys else query
 
 
-def _measure(quantity: Quantity) -> exp.Expression:
+def _aggregate(quantity: Quantity) -> exp.Expression:
     if quantity.kind is QuantityKind.ROWS:
         return exp.Count(this=exp.Star())
     assert quantity.column is not None
@@ -60,27 +85,40 @@ def _measure(quantity: Quantity) -> exp.Expression:
     return exp.Count(this=value) if quantity.kind is QuantityKind.NON_NULL else exp.Sum(this=value)
 
 
-def _bounded_rows(shape: QueryShape, quantities: tuple[Quantity, ...]) -> exp.Select:
-    """Filtered rows with group keys and clamped values, ranked at random within each privacy unit."""
+def _per_person_partials(
+    rows: exp.Select, quantities: tuple[Quantity, ...], keys: list[exp.Column]
+) -> exp.Select:
+    """One row per (person, group): the row count (always, for the weight) and each partial."""
+    needed = {partial_alias(q): q for q in quantities if q.kind is not QuantityKind.ROWS}
+    partials = [exp.Count(this=exp.Star()).as_(ROWS)]
+    partials += [_aggregate(q).as_(alias) for alias, q in needed.items()]
+    unit = exp.column(UNIT)
+    return exp.select(unit, *keys, *partials).from_(rows.subquery("_dp_filtered")).group_by(unit, *keys)
+
+
+def _weight(table: TablePolicy) -> exp.Expression:
+    """``w_u = min(1, L / N_u)``: 1 for people within the bound, L/N_u for the rest."""
+    bound = exp.Literal.number(f"{float(table.max_contributions)!r}")
+    person_rows = exp.column(PERSON_ROWS)
+    return exp.Case(
+        ifs=[exp.If(this=exp.LTE(this=person_rows, expression=bound), true=exp.Literal.number("1.0"))],
+        default=exp.Div(this=bound.copy(), expression=person_rows.copy()),
+    )
+
+
+def _filtered_rows(shape: QueryShape, quantities: tuple[Quantity, ...], *, dialect: str) -> exp.Select:
+    """Filtered rows: the person, the group keys and the clamped values."""
+    unit = [exp.column(shape.table.privacy_unit).as_(UNIT)] if shape.table.privacy_unit is not None else []
     keys = [exp.column(column.name).as_(key_alias(i)) for i, column in enumerate(shape.group_keys)]
     columns = {q.column.name: q.column for q in quantities if q.column is not None}
     values = [_value(column).as_(value_alias(column)) for column in columns.values()]
-    unit = shape.table.privacy_unit
-    draws = [exp.column(unit).as_(UNIT), exp.Rand().as_(RANDOM)] if unit is not None else []
-    rows = exp.select(*keys, *values, *draws).from_(exp.to_table(shape.table.name))
-    conditions = [error_free(shape.where)] if shape.where is not None else []
-    conditions += [_in_public_domain(column) for column in shape.group_keys]
-    if conditions:
-        rows = rows.where(exp.and_(*conditions))
-    if unit is None:
-        return rows
-    # Engines refuse a volatile ORDER BY inside a window, so the random draw is a column first.
-    window = exp.Window(
-        this=exp.RowNumber(),
-        partition_by=[exp.column(UNIT)],
-        order=exp.Order(expressions=[exp.Ordered(this=exp.column(RANDOM))]),
+    projection = [*unit, *keys, *values] or [exp.Literal.number(1).as_("_dp_one")]  # COUNT(*) alone
+    rows = exp.select(*projection).from_(exp.to_table(shape.table.name))
+    conditions = (
+        [error_free(shape.where, table=shape.table, dialect=dialect)] if shape.where is not None else []
     )
-    return exp.select(exp.Star(), window.as_(ROW_NUMBER)).from_(rows.subquery(ROWS))
+    conditions += [_in_public_domain(column) for column in shape.group_keys]
+    return rows.where(exp.and_(*conditions)) if conditions else rows
 
 
 def _value(column: ColumnPolicy) -> exp.Expression:

@@ -2,17 +2,29 @@
 
 If a query's success depended on one private value — ``1 % CASE WHEN id = 42 AND age = 30 THEN 0
 ELSE 1 END``, an overflow, a cast of ``'Alice'`` to INTEGER — the error itself would answer a
-yes/no question about that person, for free (a failed query spends nothing). So every CAST becomes
-TRY_CAST and the whole condition is evaluated under ``TRY(…)``, which turns any runtime error
-into NULL: the row is simply not selected, exactly as if the condition were false.
+yes/no question about that person, for free (a failed query spends nothing).
 
->>> error_free(sqlglot.parse_one("CAST(x AS INT) > 1 / y")).sql(dialect="duckdb")
+- **DuckDB**: every CAST becomes TRY_CAST and the whole condition runs under ``TRY(…)``, which turns
+  any runtime error into NULL: the row is simply not selected, as if the condition were false.
+- **PostgreSQL** has no TRY, so the condition is made error-free by construction: divisors become
+  ``NULLIF(divisor, 0)``, numeric columns are read as NUMERIC (arbitrary precision: no integer
+  overflow), and functions that fail on some inputs (square roots and logarithms of negatives,
+  ``exp``/``power`` overflow, negative substring lengths, casts out of text) are refused.
+
+>>> error_free(sqlglot.parse_one("CAST(x AS INT) > 1 / y"), table=t, dialect="duckdb").sql("duckdb")
 'TRY(TRY_CAST(x AS INT) > 1 / y)'
 """
 
 from __future__ import annotations
 
 from sqlglot import exp
+
+from proxy.config import TablePolicy
+from proxy.errors import PolicyViolationError
+
+POSTGRES_FALLIBLE: tuple[type[exp.Expression], ...] = (
+    exp.Sqrt, exp.Ln, exp.Log, exp.Exp, exp.Pow, exp.Substring, exp.Cast, exp.TryCast,
+)  # fmt: skip
 
 
 def cast_to_try_cast(expression: exp.Expression) -> exp.Expression:
@@ -24,5 +36,32 @@ def cast_to_try_cast(expression: exp.Expression) -> exp.Expression:
     return expression.transform(replace)
 
 
-def error_free(condition: exp.Expression) -> exp.Expression:
-    return exp.Try(this=cast_to_try_cast(condition.copy()))
+def error_free(condition: exp.Expression, *, table: TablePolicy, dialect: str) -> exp.Expression:
+    if dialect == "duckdb":
+        return exp.Try(this=cast_to_try_cast(condition.copy()))
+    return _postgres_error_free(condition.copy(), table)
+
+
+def _postgres_error_free(condition: exp.Expression, table: TablePolicy) -> exp.Expression:
+    for node in condition.walk():
+        if isinstance(node, POSTGRES_FALLIBLE):
+            name = node.sql_name().lower() if isinstance(node, exp.Func) else node.key
+            raise PolicyViolationError(
+                f"{name} is not allowed in WHERE on a PostgreSQL dataset: it can fail on a single row's value",
+                detail="a query that fails for one person's value would reveal it without noise",
+                hint="compare columns directly, or use CASE to keep values in range",
+            )
+
+    def as_numeric(node: exp.Expression) -> exp.Expression:
+        column = table.column(node.name) if isinstance(node, exp.Column) else None
+        if column is not None and column.type.is_numeric:
+            return exp.Cast(this=node.copy(), to=exp.DataType.build("NUMERIC"))
+        return node
+
+    def guard_divisor(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Div | exp.Mod | exp.IntDiv):
+            divisor = exp.Nullif(this=node.expression.copy(), expression=exp.Literal.number(0))
+            return node.__class__(this=node.this.copy(), expression=divisor)
+        return node
+
+    return condition.transform(as_numeric).transform(guard_divisor)

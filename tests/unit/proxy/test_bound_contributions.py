@@ -7,6 +7,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proxy.analysis.parse import parse_statements
 from proxy.analysis.quantities import exact_quantities
@@ -44,7 +46,7 @@ def run(engine: duckdb.DuckDBPyConnection, sql: str) -> list[tuple[object, ...]]
     (tree,) = parse_statements(sql)
     statement = classify(tree, clinic_policy())
     assert isinstance(statement, PrivateQuery)
-    query = bounded_query(statement.shape, exact_quantities(statement.shape))
+    query = bounded_query(statement.shape, exact_quantities(statement.shape), dialect="duckdb")
     return sorted(engine.execute(query.sql(dialect="duckdb")).fetchall(), key=repr)
 
 
@@ -78,14 +80,17 @@ def test_where_filters_before_sampling(engine: duckdb.DuckDBPyConnection) -> Non
 
 def test_failing_cast_in_where_is_null_not_an_error(engine: duckdb.DuckDBPyConnection) -> None:
     """An error that depends on one row's value would be a side channel; TRY_CAST gives NULL."""
-    assert run(engine, "SELECT COUNT(*) FROM visits WHERE CAST(note AS INTEGER) = 1") == [(0,)]
+    # no row selected: the weighted total is SQL NULL, which the release treats as 0
+    assert run(engine, "SELECT COUNT(*) FROM visits WHERE CAST(note AS INTEGER) = 1") == [(None,)]
 
 
 def test_row_privacy_unit_has_no_sampling() -> None:
     (tree,) = parse_statements("SELECT COUNT(*) FROM people")
     statement = classify(tree, clinic_policy())
     assert isinstance(statement, PrivateQuery)
-    sql = bounded_query(statement.shape, exact_quantities(statement.shape)).sql(dialect="duckdb")
+    sql = bounded_query(statement.shape, exact_quantities(statement.shape), dialect="duckdb").sql(
+        dialect="duckdb"
+    )
     assert "ROW_NUMBER" not in sql
     assert "WHERE" not in sql, "each row is one person: nothing to cap"
 
@@ -95,8 +100,57 @@ def test_generated_sql_is_deterministic() -> None:
         (tree,) = parse_statements("SELECT sex, AVG(cost) FROM visits WHERE age > 3 GROUP BY sex")
         statement = classify(tree, clinic_policy())
         assert isinstance(statement, PrivateQuery)
-        return bounded_query(statement.shape, exact_quantities(statement.shape)).sql(dialect="duckdb")
+        return bounded_query(statement.shape, exact_quantities(statement.shape), dialect="duckdb").sql(
+            dialect="duckdb"
+        )
 
     first = build()
     assert first == build()
     assert "_dp_q0" in first and "_dp_q1" in first and "_dp_key_0" in first
+
+
+row_strategy = st.tuples(
+    st.sampled_from(["north", "south", "west", None]),
+    st.one_of(st.none(), st.integers(min_value=-20, max_value=150)),
+)
+
+
+def bounded_vectors(rows: list[tuple[int, str | None, int | None]]) -> dict[str, list[float]]:
+    """Per-region bounded COUNT(*) and SUM(age) computed by the generated SQL on an in-memory table."""
+    connection = duckdb.connect()
+    connection.execute(
+        "CREATE TABLE visits (patient_id INTEGER, age INTEGER, cost DOUBLE, note VARCHAR, region VARCHAR, sex VARCHAR)"
+    )
+    if rows:
+        connection.executemany(
+            "INSERT INTO visits VALUES (?, ?, 1.0, 'n', ?, 'male')",
+            [(p, age, region) for p, region, age in rows],
+        )
+    result = dict.fromkeys(["north", "south"], (0.0, 0.0))
+    for region, count, total in run(
+        connection, "SELECT region, COUNT(*), SUM(age) FROM visits GROUP BY region"
+    ):
+        result[str(region)] = (float(count or 0), float(total or 0))
+    return {
+        "count": [result[r][0] for r in ("north", "south")],
+        "sum": [result[r][1] for r in ("north", "south")],
+    }
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    others=st.lists(st.tuples(st.integers(min_value=0, max_value=4), row_strategy), max_size=25),
+    newcomer=st.lists(row_strategy, min_size=1, max_size=12),
+)
+def test_one_person_moves_the_bounded_vectors_by_at_most_the_sensitivity(
+    others: list[tuple[int, tuple[str | None, int | None]]], newcomer: list[tuple[str | None, int | None]]
+) -> None:
+    """The privacy proof, checked on data: add one person (id 99) with any rows; the ℓ1 change of the
+    count vector is at most L = 3 and of the SUM(age) vector at most L·max(|0|, |100|) = 300."""
+    base = [(person, region, age) for person, (region, age) in others]
+    with_newcomer = base + [(99, region, age) for region, age in newcomer]
+    before, after = bounded_vectors(base), bounded_vectors(with_newcomer)
+    count_change = sum(abs(a - b) for a, b in zip(before["count"], after["count"], strict=True))
+    sum_change = sum(abs(a - b) for a, b in zip(before["sum"], after["sum"], strict=True))
+    assert count_change <= 3 + 1e-9
+    assert sum_change <= 300 + 1e-9

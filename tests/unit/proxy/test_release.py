@@ -28,18 +28,25 @@ def plan_for(sql: str, epsilon: float = 1.0) -> ReleasePlan:
 
 def test_count_sensitivity_is_max_contributions() -> None:
     (measurement,) = plan_for("SELECT region, COUNT(*) FROM visits GROUP BY region").measurements
-    assert (measurement.sensitivity, measurement.epsilon, measurement.integer) == (3.0, 1.0, True)
+    assert (measurement.sensitivity, measurement.epsilon) == (3.0, 1.0)
+    assert measurement.integer_output is True
+    assert measurement.exact_integer is False, "per-person weights make the engine's count fractional"
+
+
+def test_counts_of_a_table_of_people_are_exact_integers() -> None:
+    (measurement,) = plan_for("SELECT smoker, COUNT(*) FROM people GROUP BY smoker").measurements
+    assert (measurement.sensitivity, measurement.exact_integer) == (1.0, True)
 
 
 def test_sum_sensitivity_uses_the_larger_bound_magnitude() -> None:
     (measurement,) = plan_for("SELECT SUM(cost) FROM visits").measurements
     assert measurement.sensitivity == 3 * 500.5
-    assert measurement.integer is False, "a real column gets the grid Laplace mechanism"
+    assert (measurement.exact_integer, measurement.integer_output) == (False, False)
 
 
-def test_integer_sum_is_released_exactly_on_integers() -> None:
+def test_integer_sum_is_released_as_an_integer() -> None:
     (measurement,) = plan_for("SELECT SUM(age) FROM visits").measurements
-    assert (measurement.sensitivity, measurement.integer) == (300.0, True)
+    assert (measurement.sensitivity, measurement.integer_output) == (300.0, True)
 
 
 def test_average_splits_epsilon_between_sum_and_count() -> None:

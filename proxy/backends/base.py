@@ -1,0 +1,30 @@
+"""The one small interface every database engine behind a dataset implements.
+
+The query service needs three things from an engine: which SQL dialect to generate (sqlglot's name
+for it), a way to run one generated query, and a way to let go of its resources. Nothing else — no
+transactions, no parameters, no cursors — so an engine can be swapped without touching the pipeline.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+Description = list[tuple[str, str]]
+Rows = list[tuple[Any, ...]]
+
+
+class Backend(Protocol):
+    """A read-only engine that runs generated SQL.
+
+    ``execute`` returns the result's ``(column name, engine type name)`` pairs and its rows as
+    tuples. Engine values pass through untouched (``Decimal`` included): the release layer converts.
+    Any engine failure becomes ``BackendUnavailableError`` with a generic message; the engine's own
+    text goes to the server log only, because it can quote private values (a failed cast, an
+    overflowing sum). ``execute`` may be called from several threads at once.
+    """
+
+    dialect: str
+
+    def execute(self, sql: str) -> tuple[Description, Rows]: ...
+
+    def close(self) -> None: ...
