@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from decimal import Decimal
 
+import duckdb
 from sqlglot import exp
 
 from budget.ledger import Ledger
@@ -36,6 +37,7 @@ from proxy.config import ColumnType, DatasetPolicy
 from proxy.errors import InvalidParameterValueError, UnsupportedQueryError
 from proxy.release.apply import ReleasedTable, ResultColumn, release
 from proxy.release.plan import ReleasePlan, price_query
+from proxy.release.postprocess import PostprocessEngine
 from proxy.rewrite.bound_contributions import bounded_query
 from proxy.rewrite.session_info import SessionInfo, constant_query
 from proxy.settings import SETTINGS, SessionSettings, lookup
@@ -92,6 +94,7 @@ class QueryService:
             ledger,
             rng,
         )
+        self.postprocessor = PostprocessEngine()
 
     def parse(self, sql: str) -> list[exp.Expression]:
         return parse_statements(sql)
@@ -146,11 +149,12 @@ class QueryService:
         reservation = self.ledger.reserve(principal.name, self.dataset.name, plan.loss, statement=text)
         try:
             _, exact_rows = self.backend.execute(sql)
-            table = release(plan, exact_rows, rng=self.rng)
+            noisy = release(plan, exact_rows, rng=self.rng)
         except BaseException:
             self.ledger.cancel(reservation)
             raise
-        self.ledger.commit(reservation)
+        self.ledger.commit(reservation)  # noisy values exist: from here on the spend stands
+        table = self._postprocess(shape, noisy)
         balance = self.ledger.balance(principal.name, self.dataset.name)
         notice = (
             f"differential privacy: this answer spent {plan.describe()}; "
@@ -159,17 +163,24 @@ class QueryService:
         log.info("released analyst=%s dataset=%s epsilon=%s", principal.name, self.dataset.name, plan.epsilon)
         return StatementOutcome(f"SELECT {len(table.rows)}", table=table, notices=(notice,))
 
+    def _postprocess(self, shape: QueryShape, noisy: ReleasedTable) -> ReleasedTable:
+        """The query's own arithmetic, HAVING, ORDER BY and LIMIT, over noisy values only."""
+        try:
+            description, rows = self.postprocessor.run(shape.postprocess.sql(dialect="duckdb"), noisy)
+        except duckdb.Error as error:  # the message can only quote noisy values
+            raise UnsupportedQueryError(
+                "could not compute the select list over the noisy answer",
+                detail=str(error).splitlines()[0],
+                hint="the budget for this answer is spent; check the expressions around the aggregates",
+            ) from None
+        return _typed_table(shape.output_names, description, rows)
+
     def _answer_constant(self, query: ConstantQuery, *, principal: Principal) -> StatementOutcome:
         info = SessionInfo(version=VERSION_STRING, user=principal.name, database=self.dataset.name)
         sql = constant_query(query.tree, info=info).sql(dialect=self.sandbox.dialect)
         description, rows = self.sandbox.execute(sql)
-        columns = tuple(
-            ResultColumn(name, _DUCKDB_TYPES.get(type_name, _decimal_or_text(type_name)))
-            for name, (_, type_name) in zip(query.output_names, description, strict=True)
-        )
-        return StatementOutcome(
-            f"SELECT {len(rows)}", table=ReleasedTable(columns, [_plain(row) for row in rows])
-        )
+        table = _typed_table(query.output_names, description, rows)
+        return StatementOutcome(f"SELECT {len(rows)}", table=table)
 
     def _show(self, name: str, settings: SessionSettings) -> ReleasedTable:
         if name.upper() == "ALL":
@@ -209,6 +220,17 @@ def prepare_release(shape: QueryShape, *, epsilon: float, dialect: str) -> tuple
         )
     plan = price_query(shape, epsilon=epsilon)
     return plan, bounded_query(shape, exact_quantities(shape), dialect=dialect).sql(dialect=dialect)
+
+
+def _typed_table(
+    names: tuple[str, ...], description: list[tuple[str, str]], rows: list[tuple[object, ...]]
+) -> ReleasedTable:
+    """Columns named as PostgreSQL would name them, typed from the sandbox engine's result."""
+    columns = tuple(
+        ResultColumn(name, _DUCKDB_TYPES.get(type_name, _decimal_or_text(type_name)))
+        for name, (_, type_name) in zip(names, description, strict=True)
+    )
+    return ReleasedTable(columns, [_plain(row) for row in rows])
 
 
 def _decimal_or_text(type_name: str) -> ColumnType:

@@ -1,8 +1,8 @@
 """The exact quantities a QueryShape needs from the engine, before noise.
 
-AVG is not a quantity: it is post-processed from a noisy SUM and a noisy COUNT of the same column
-(spec §2.2, ``expand_averages``). Identical quantities are shared (``SUM(x), AVG(x)`` measures
-``SUM(x)`` once), so no budget is spent twice on the same number.
+AVG, VAR and STDDEV are not quantities: they are post-processed from noisy COUNT, SUM and SUM of
+squares of the same column (spec §2.2). Identical quantities are shared (``SUM(x), AVG(x)``
+measures ``SUM(x)`` once), so no budget is spent twice on the same number.
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from proxy.config import ColumnPolicy
 class QuantityKind(StrEnum):
     ROWS = "rows"  # COUNT(*)
     NON_NULL = "non_null"  # COUNT(col)
+    UNITS = "units"  # COUNT(DISTINCT privacy unit)
     SUM = "sum"  # SUM(clamped col)
+    SUM_SQUARES = "sum_squares"  # SUM(clamped col²)
 
 
 @dataclass(frozen=True)
@@ -27,24 +29,38 @@ class Quantity:
 
     @property
     def label(self) -> str:
-        if self.column is None:
+        if self.kind is QuantityKind.ROWS:
             return "count(*)"
-        return f"{'count' if self.kind is QuantityKind.NON_NULL else 'sum'}({self.column.name})"
+        if self.kind is QuantityKind.UNITS:
+            return "count(distinct unit)"
+        assert self.column is not None
+        name = {
+            QuantityKind.NON_NULL: "count",
+            QuantityKind.SUM: "sum",
+            QuantityKind.SUM_SQUARES: "sum_squares",
+        }
+        return f"{name[self.kind]}({self.column.name})"
 
 
 def quantities_for(aggregate: Aggregate) -> tuple[Quantity, ...]:
+    """In the order the release computes from: SUM first, then squares, then the count."""
+    column = aggregate.column
     match aggregate.kind:
         case AggregateKind.COUNT_ROWS:
             return (Quantity(QuantityKind.ROWS, None),)
+        case AggregateKind.COUNT_UNITS:
+            return (Quantity(QuantityKind.UNITS, None),)
         case AggregateKind.COUNT:
-            return (Quantity(QuantityKind.NON_NULL, aggregate.column),)
+            return (Quantity(QuantityKind.NON_NULL, column),)
         case AggregateKind.SUM:
-            return (Quantity(QuantityKind.SUM, aggregate.column),)
+            return (Quantity(QuantityKind.SUM, column),)
         case AggregateKind.AVG:
-            return (
-                Quantity(QuantityKind.SUM, aggregate.column),
-                Quantity(QuantityKind.NON_NULL, aggregate.column),
-            )
+            return (Quantity(QuantityKind.SUM, column), Quantity(QuantityKind.NON_NULL, column))
+    return (
+        Quantity(QuantityKind.SUM, column),
+        Quantity(QuantityKind.SUM_SQUARES, column),
+        Quantity(QuantityKind.NON_NULL, column),
+    )
 
 
 def exact_quantities(shape: QueryShape) -> tuple[Quantity, ...]:

@@ -1,8 +1,11 @@
-"""QueryShape: the one form of query on private data that Veil answers in this version.
+"""QueryShape: what Veil measures for a query on private data, and how the answer is post-processed.
 
-``SELECT [group columns,] COUNT(*) | COUNT(col) | SUM(col) | AVG(col) … FROM t [WHERE …]
-[GROUP BY public columns]``. Everything else that touches a private table is refused with a
-message saying what is allowed — the shape is an allow-list, not a deny-list.
+A query on a private table is split in two. The **measurement** — group keys (public columns) and
+aggregates of columns — is computed in the engine with bounded contributions and released with
+noise. Everything else in the SELECT — arithmetic on aggregates, HAVING, ORDER BY, LIMIT/OFFSET,
+DISTINCT — becomes a **post-processing query** over the noisy table ``_dp_noisy`` (columns
+``_dp_key_<i>`` and ``_dp_agg_<i>``), which runs in an empty sandbox engine and costs no privacy.
+Anything that would need a private value outside an aggregate is refused (42501).
 """
 
 from __future__ import annotations
@@ -12,42 +15,59 @@ from enum import StrEnum
 
 from sqlglot import exp
 
-from proxy.analysis.checks import check_predicate
+from proxy.analysis.checks import SCALAR_NODES, check_predicate
 from proxy.config import ColumnPolicy, DatasetPolicy, TablePolicy
 from proxy.errors import PolicyViolationError, UnknownColumnError, UnknownTableError
 
+NOISY_TABLE = "_dp_noisy"
 ALLOWED_SHAPE = (
-    "queries on private tables must have the form SELECT [public group columns,] "
-    "COUNT(*) | COUNT(col) | SUM(col) | AVG(col) FROM table [WHERE …] [GROUP BY public columns]"
+    "queries on private tables must aggregate: SELECT [public group columns,] aggregates FROM table "
+    "[WHERE …] [GROUP BY public columns] [HAVING …] [ORDER BY …] [LIMIT …], where the aggregates are COUNT(*), "
+    "COUNT(col), COUNT(DISTINCT <privacy unit>), SUM, AVG, VAR_POP/VAR_SAMP/VARIANCE, STDDEV/STDDEV_POP/STDDEV_SAMP"
 )
 
 
 class AggregateKind(StrEnum):
     COUNT_ROWS = "count_rows"
     COUNT = "count"
+    COUNT_UNITS = "count_units"
     SUM = "sum"
     AVG = "avg"
+    VAR_POP = "var_pop"
+    VAR_SAMP = "var_samp"
+    STDDEV_POP = "stddev_pop"
+    STDDEV_SAMP = "stddev_samp"
+
+    @property
+    def needs_bounds(self) -> bool:
+        return self not in (AggregateKind.COUNT_ROWS, AggregateKind.COUNT, AggregateKind.COUNT_UNITS)
+
+
+_AGGREGATES: dict[type[exp.Expression], AggregateKind] = {
+    exp.Count: AggregateKind.COUNT,
+    exp.Sum: AggregateKind.SUM,
+    exp.Avg: AggregateKind.AVG,
+    exp.VariancePop: AggregateKind.VAR_POP,
+    exp.Variance: AggregateKind.VAR_SAMP,
+    exp.StddevPop: AggregateKind.STDDEV_POP,
+    exp.Stddev: AggregateKind.STDDEV_SAMP,
+    exp.StddevSamp: AggregateKind.STDDEV_SAMP,
+}
 
 
 @dataclass(frozen=True)
 class Aggregate:
     kind: AggregateKind
-    column: ColumnPolicy | None  # None only for COUNT(*)
+    column: ColumnPolicy | None  # None for COUNT(*) and COUNT(DISTINCT unit)
 
     @property
     def label(self) -> str:
-        if self.column is None:
+        if self.kind is AggregateKind.COUNT_ROWS:
             return "count(*)"
+        if self.kind is AggregateKind.COUNT_UNITS:
+            return "count(distinct unit)"
+        assert self.column is not None
         return f"{self.kind.value}({self.column.name})"
-
-
-@dataclass(frozen=True)
-class OutputColumn:
-    """One column of the answer: either a group key or an aggregate, by index."""
-
-    name: str
-    group_index: int | None = None
-    aggregate_index: int | None = None
 
 
 @dataclass(frozen=True)
@@ -55,8 +75,17 @@ class QueryShape:
     table: TablePolicy
     group_keys: tuple[ColumnPolicy, ...]
     aggregates: tuple[Aggregate, ...]
-    outputs: tuple[OutputColumn, ...]
     where: exp.Expression | None  # columns unqualified, checked against the allow-list
+    postprocess: exp.Select  # over NOISY_TABLE; its i-th select item is the i-th output column
+    output_names: tuple[str, ...]
+
+
+def key_column(index: int) -> str:
+    return f"_dp_key_{index}"
+
+
+def aggregate_column(index: int) -> str:
+    return f"_dp_agg_{index}"
 
 
 def referenced_tables(tree: exp.Expression) -> list[exp.Table]:
@@ -73,18 +102,19 @@ def query_shape(tree: exp.Expression, dataset: DatasetPolicy) -> QueryShape:
         _table_policy(table, dataset)
     if not isinstance(tree, exp.Select):
         raise refuse("only SELECT statements may read private tables")
-    table, names = _single_table(tree, dataset)
-    _refuse_unsupported_clauses(tree)
-    group_keys = tuple(_group_key(item, table, names) for item in _group_items(tree))
-    aggregates: list[Aggregate] = []
-    outputs = tuple(_output(item, table, names, group_keys, aggregates) for item in tree.expressions)
-    if not aggregates:
-        raise refuse("a query on private data must aggregate", hint=ALLOWED_SHAPE)
+    scope = _Scope(*_single_table(tree, dataset))
+    _refuse_unsupported(tree)
+    group_keys = tuple(scope.group_key(item, tree) for item in _group_items(tree))
+    builder = _PostprocessBuilder(scope, group_keys)
+    postprocess = builder.build(tree)
+    if not builder.aggregates:
+        raise refuse("a query on private data must aggregate")
     where = tree.args.get("where")
-    condition = _unqualified(where.this, table, names) if where is not None else None
+    condition = scope.unqualified(where.this) if where is not None else None
     if condition is not None:
         check_predicate(condition, clause="WHERE")
-    return QueryShape(table, group_keys, tuple(aggregates), outputs, condition)
+    names = tuple(_output_name(item) for item in tree.expressions)
+    return QueryShape(scope.table, group_keys, tuple(builder.aggregates), condition, postprocess, names)
 
 
 def _table_policy(table: exp.Table, dataset: DatasetPolicy) -> TablePolicy:
@@ -109,14 +139,13 @@ def _single_table(select: exp.Select, dataset: DatasetPolicy) -> tuple[TablePoli
     if select.args.get("with") or select.args.get("with_"):
         raise refuse("WITH clauses over private tables are not supported yet")
     table = from_clause.this
-    policy = _table_policy(table, dataset)
-    return policy, {table.name.lower(), table.alias_or_name.lower()}
+    return _table_policy(table, dataset), {table.name.lower(), table.alias_or_name.lower()}
 
 
-def _refuse_unsupported_clauses(select: exp.Select) -> None:
-    for clause in ("having", "order", "limit", "offset", "distinct", "qualify", "windows"):
+def _refuse_unsupported(select: exp.Select) -> None:
+    for clause in ("qualify", "windows"):
         if select.args.get(clause):
-            raise refuse(f"{clause.upper()} is not supported yet on private data")
+            raise refuse(f"{clause.upper()} is not supported on private data")
     if any(isinstance(node, exp.Window) for node in select.walk()):
         raise refuse("window functions are not allowed on private data")
 
@@ -126,95 +155,131 @@ def _group_items(select: exp.Select) -> list[exp.Expression]:
     return list(group.expressions) if group is not None else []
 
 
-def _column(node: exp.Column, table: TablePolicy, names: set[str]) -> ColumnPolicy:
-    if node.table and node.table.lower() not in names:
-        raise UnknownColumnError(f'missing FROM-clause entry for table "{node.table}"')
-    policy = table.column(node.name)
-    if policy is None:
-        raise UnknownColumnError(
-            f'column "{node.name}" does not exist',
-            hint=f"columns of {table.name}: {', '.join(table.columns)}",
-        )
-    return policy
+class _Scope:
+    """The one table a query reads, and how its column references resolve."""
+
+    def __init__(self, table: TablePolicy, names: set[str]) -> None:
+        self.table, self.names = table, names
+
+    def column(self, node: exp.Column) -> ColumnPolicy:
+        if node.table and node.table.lower() not in self.names:
+            raise UnknownColumnError(f'missing FROM-clause entry for table "{node.table}"')
+        policy = self.table.column(node.name)
+        if policy is None:
+            raise UnknownColumnError(
+                f'column "{node.name}" does not exist',
+                hint=f"columns of {self.table.name}: {', '.join(self.table.columns)}",
+            )
+        return policy
+
+    def unqualified(self, expression: exp.Expression) -> exp.Expression:
+        """A copy with every column checked and stripped of its table qualifier."""
+
+        def strip(node: exp.Expression) -> exp.Expression:
+            if isinstance(node, exp.Column):
+                if isinstance(node.this, exp.Star):
+                    raise refuse("* is only allowed in COUNT(*)")
+                return exp.column(self.column(node).name)
+            return node
+
+        return expression.copy().transform(strip)
+
+    def group_key(self, item: exp.Expression, select: exp.Select) -> ColumnPolicy:
+        """GROUP BY accepts a column, a select-list position (``GROUP BY 1``) or a select alias."""
+        resolved = _resolve_reference(item, select)
+        if not isinstance(resolved, exp.Column):
+            raise refuse(
+                f"GROUP BY {item.sql(dialect='postgres')} is not supported yet",
+                hint="group by public columns only (declared with public = true and values in the policy)",
+            )
+        column = self.column(resolved)
+        if not column.public:
+            raise refuse(
+                f'column "{column.name}" is private and cannot be used in GROUP BY',
+                hint="group keys must have a public value list in the policy (public = true, values = [...])",
+            )
+        return column
 
 
-def _unqualified(expression: exp.Expression, table: TablePolicy, names: set[str]) -> exp.Expression:
-    """A copy with every column checked and stripped of its table qualifier."""
-
-    def strip(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.Column):
-            if isinstance(node.this, exp.Star):
-                raise refuse("* is only allowed in COUNT(*)")
-            return exp.column(_column(node, table, names).name)
-        return node
-
-    return expression.copy().transform(strip)
-
-
-def _group_key(item: exp.Expression, table: TablePolicy, names: set[str]) -> ColumnPolicy:
-    if not isinstance(item, exp.Column):
-        raise refuse(
-            f"GROUP BY {item.sql(dialect='postgres')} is not supported yet",
-            hint="group by public columns only (declared with public = true and values in the policy)",
-        )
-    column = _column(item, table, names)
-    if not column.public:
-        raise refuse(
-            f'column "{column.name}" is private and cannot be used in GROUP BY',
-            hint="group keys must have a public value list in the policy (public = true, values = [...])",
-        )
-    return column
+def _resolve_reference(item: exp.Expression, select: exp.Select) -> exp.Expression:
+    items = select.expressions
+    if isinstance(item, exp.Literal) and not item.is_string and item.this.isdigit():
+        position = int(item.this)
+        if not 1 <= position <= len(items):
+            raise UnknownColumnError(f"GROUP BY position {position} is not in select list")
+        item = items[position - 1]
+    elif isinstance(item, exp.Column) and not item.table:
+        aliased = [i for i in items if isinstance(i, exp.Alias) and i.alias.lower() == item.name.lower()]
+        if aliased:
+            item = aliased[0]
+    return item.this if isinstance(item, exp.Alias) else item
 
 
-def _output(
-    item: exp.Expression,
-    table: TablePolicy,
-    names: set[str],
-    group_keys: tuple[ColumnPolicy, ...],
-    aggregates: list[Aggregate],
-) -> OutputColumn:
-    alias = item.alias if isinstance(item, exp.Alias) else None
-    node = item.this if isinstance(item, exp.Alias) else item
-    if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
-        column = _column(node, table, names)
-        if column not in group_keys and column.public:
+class _PostprocessBuilder:
+    """Rewrites the analyst's SELECT into a query over the noisy table, collecting aggregates."""
+
+    def __init__(self, scope: _Scope, group_keys: tuple[ColumnPolicy, ...]) -> None:
+        self.scope, self.group_keys = scope, group_keys
+        self.aggregates: list[Aggregate] = []
+
+    def build(self, select: exp.Select) -> exp.Select:
+        aliases = {item.alias.lower() for item in select.expressions if isinstance(item, exp.Alias)}
+        post = exp.Select(expressions=[self._replace(item, aliases) for item in select.expressions])
+        post = post.from_(NOISY_TABLE)
+        having = select.args.get("having")
+        if having is not None:
+            post = post.where(self._replace(having.this, aliases))
+        for clause in ("order", "limit", "offset", "distinct"):
+            if select.args.get(clause) is not None:
+                post.set(clause, self._replace(select.args[clause], aliases))
+        _check_postprocess(post)
+        return post
+
+    def _replace(self, expression: exp.Expression, aliases: set[str]) -> exp.Expression:
+        def replace(node: exp.Expression) -> exp.Expression:
+            if isinstance(node, exp.AggFunc | exp.WithinGroup):
+                return exp.column(aggregate_column(self._aggregate_index(node)))
+            if isinstance(node, exp.Star) or (
+                isinstance(node, exp.Column) and isinstance(node.this, exp.Star)
+            ):
+                raise refuse("SELECT * would reveal private rows")
+            if isinstance(node, exp.Column):
+                return self._column(node, aliases)
+            return node
+
+        return expression.copy().transform(replace)
+
+    def _column(self, node: exp.Column, aliases: set[str]) -> exp.Expression:
+        if not node.table and node.name.lower() in aliases and self.scope.table.column(node.name) is None:
+            return node  # a reference to an output alias (ORDER BY n)
+        column = self.scope.column(node)
+        if column in self.group_keys:
+            return exp.column(key_column(self.group_keys.index(column)))
+        if column.public:
             raise refuse(
                 f'column "{column.name}" must appear in the GROUP BY clause or be used in an aggregate',
                 hint=f"add GROUP BY {column.name} and an aggregate such as COUNT(*)",
             )
-        if column not in group_keys:
-            raise refuse(
-                f'column "{column.name}" is private',
-                hint="use it inside SUM, AVG or COUNT, or add a public column to GROUP BY",
-            )
-        return OutputColumn(alias or column.name, group_index=group_keys.index(column))
-    if isinstance(node, exp.Star) or (isinstance(node, exp.Column) and isinstance(node.this, exp.Star)):
-        raise refuse("SELECT * would reveal private rows")
-    aggregate = _aggregate(node, table, names)
-    if aggregate not in aggregates:
-        aggregates.append(aggregate)
-    return OutputColumn(
-        alias or aggregate.kind.value.replace("count_rows", "count"),
-        aggregate_index=aggregates.index(aggregate),
-    )
+        raise refuse(
+            f'column "{column.name}" is private',
+            hint="use it inside an aggregate (COUNT, SUM, AVG, …), or add a public column to GROUP BY",
+        )
+
+    def _aggregate_index(self, node: exp.Expression) -> int:
+        aggregate = _aggregate(node, self.scope)
+        if aggregate not in self.aggregates:
+            self.aggregates.append(aggregate)
+        return self.aggregates.index(aggregate)
 
 
-_AGGREGATES: dict[type[exp.Expression], AggregateKind] = {
-    exp.Count: AggregateKind.COUNT,
-    exp.Sum: AggregateKind.SUM,
-    exp.Avg: AggregateKind.AVG,
-}
-
-
-def _aggregate(node: exp.Expression, table: TablePolicy, names: set[str]) -> Aggregate:
+def _aggregate(node: exp.Expression, scope: _Scope) -> Aggregate:
     kind = _AGGREGATES.get(type(node))
     if kind is None:
-        raise refuse(
-            f"{node.sql(dialect='postgres')} is not allowed in the select list of a query on private data"
-        )
+        name = node.this.sql_name() if isinstance(node, exp.WithinGroup) else node.sql_name()
+        raise refuse(f"aggregate {name.lower()}() is not supported yet on private data")
     argument = node.this
     if isinstance(argument, exp.Distinct):
-        raise refuse("DISTINCT aggregates are not supported yet")
+        return _distinct_count(node, argument, scope)
     if kind is AggregateKind.COUNT and isinstance(argument, exp.Star):
         return Aggregate(AggregateKind.COUNT_ROWS, None)
     if not isinstance(argument, exp.Column) or isinstance(argument.this, exp.Star):
@@ -222,19 +287,70 @@ def _aggregate(node: exp.Expression, table: TablePolicy, names: set[str]) -> Agg
             f"{node.sql(dialect='postgres')}: aggregates take a single column in this version",
             hint="aggregate a column directly, e.g. SUM(income)",
         )
-    column = _column(argument, table, names)
-    if kind in (AggregateKind.SUM, AggregateKind.AVG):
+    column = scope.column(argument)
+    if kind.needs_bounds:
         _require_bounds(column, kind)
     return Aggregate(kind, column)
 
 
+def _distinct_count(node: exp.Expression, distinct: exp.Distinct, scope: _Scope) -> Aggregate:
+    unit = scope.table.privacy_unit
+    arguments = distinct.expressions
+    if (
+        isinstance(node, exp.Count)
+        and unit is not None
+        and len(arguments) == 1
+        and isinstance(arguments[0], exp.Column)
+        and scope.column(arguments[0]).name == unit
+    ):
+        return Aggregate(AggregateKind.COUNT_UNITS, None)
+    raise refuse(
+        "DISTINCT aggregates are only supported as COUNT(DISTINCT <privacy unit>)",
+        hint=f"count people with COUNT(DISTINCT {unit})" if unit else "each row is one person: use COUNT(*)",
+    )
+
+
 def _require_bounds(column: ColumnPolicy, kind: AggregateKind) -> None:
+    name = kind.value.upper()
     if not column.type.is_numeric:
-        raise refuse(
-            f'{kind.value.upper()}("{column.name}") needs a numeric column', hint="use COUNT instead"
-        )
+        raise refuse(f'{name}("{column.name}") needs a numeric column', hint="use COUNT instead")
     if not column.has_bounds:
         raise refuse(
-            f'{kind.value.upper()}("{column.name}") needs declared bounds',
+            f'{name}("{column.name}") needs declared bounds',
             hint=f"declare lower and upper for column {column.name} in the policy (veil.toml)",
         )
+
+
+_POSTPROCESS_NODES: tuple[type[exp.Expression], ...] = (
+    exp.Select, exp.From, exp.Table, exp.Identifier, exp.Column, exp.Alias, exp.Where,
+    exp.Order, exp.Ordered, exp.Limit, exp.Offset, exp.Distinct, *SCALAR_NODES,
+)  # fmt: skip
+
+
+def _check_postprocess(post: exp.Select) -> None:
+    """Only scalar operations on the noisy columns: no functions that could reach outside."""
+    for node in post.walk():
+        if not isinstance(node, _POSTPROCESS_NODES):
+            label = node.sql_name().lower() + "()" if isinstance(node, exp.Func) else type(node).__name__
+            raise refuse(
+                f"{label} is not supported in the select list, HAVING or ORDER BY of a query on private data"
+            )
+
+
+def _output_name(item: exp.Expression) -> str:
+    """The column name PostgreSQL would give a select item."""
+    if isinstance(item, exp.Alias):
+        return item.alias
+    if isinstance(item, exp.Column):
+        return item.name
+    if isinstance(item, exp.WithinGroup):
+        return item.this.sql_name().lower()
+    if isinstance(item, exp.Count | exp.Sum | exp.Avg):
+        return item.sql_name().lower()
+    names = {exp.VariancePop: "var_pop", exp.Variance: "variance", exp.StddevPop: "stddev_pop"}
+    names |= {exp.Stddev: "stddev", exp.StddevSamp: "stddev_samp"}
+    if type(item) in names:
+        return names[type(item)]
+    if isinstance(item, exp.Func):
+        return item.sql_name().lower()
+    return "?column?"

@@ -1,7 +1,9 @@
-"""Apply a release plan to the engine's exact rows: noise first, then post-processing.
+"""Apply a release plan to the engine's exact rows: noise first, then per-cell post-processing.
 
-Group cells come from the policy's public domains, never from the rows: a cell absent from the
-engine's answer is released as a noisy zero, so the set of output keys reveals nothing.
+The result is the *noisy table* — one row per public group cell, columns ``_dp_key_<i>`` and
+``_dp_agg_<i>`` — over which the query's own post-processing (arithmetic, HAVING, ORDER BY,
+LIMIT) then runs. Group cells come from the policy's public domains, never from the rows: a cell
+absent from the engine's answer is released as a noisy zero, so the set of keys reveals nothing.
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 from mechanisms.laplace import discrete_laplace_mechanism, laplace_mechanism
 from mechanisms.random_source import RandomSource
 from proxy.analysis.quantities import Quantity, quantities_for
-from proxy.analysis.shape import AggregateKind, OutputColumn
+from proxy.analysis.shape import Aggregate, AggregateKind, aggregate_column, key_column
 from proxy.config import ColumnType
 from proxy.release.plan import Measurement, ReleasePlan
 
@@ -39,19 +42,16 @@ def public_cells(plan: ReleasePlan) -> list[Cell]:
     return list(itertools.product(*domains))
 
 
-def release(
-    plan: ReleasePlan, exact_rows: Sequence[tuple[object, ...]], *, rng: RandomSource
-) -> ReleasedTable:
+def release(plan: ReleasePlan, exact_rows: Sequence[tuple[Any, ...]], *, rng: RandomSource) -> ReleasedTable:
+    """The noisy table: every public cell, each aggregate computed from noisy quantities."""
     keys = len(plan.shape.group_keys)
     exact = {tuple(row[:keys]): row[keys:] for row in exact_rows}
     rows = []
     for cell in public_cells(plan):
         values = exact.get(cell, (None,) * len(plan.measurements))
-        noisy = {
-            m.quantity: _noisy(m, value, rng=rng) for m, value in zip(plan.measurements, values, strict=True)
-        }
-        rows.append(tuple(_output_value(output, plan, cell, noisy) for output in plan.shape.outputs))
-    return ReleasedTable(tuple(_result_column(output, plan) for output in plan.shape.outputs), rows)
+        noisy = {m.quantity: _noisy(m, v, rng=rng) for m, v in zip(plan.measurements, values, strict=True)}
+        rows.append(cell + tuple(_aggregate_value(a, noisy) for a in plan.shape.aggregates))
+    return ReleasedTable(_noisy_columns(plan), rows)
 
 
 def _noisy(
@@ -69,34 +69,48 @@ def _noisy(
     return round(noisy) if measurement.integer_output else noisy  # rounding is post-processing
 
 
-def _output_value(
-    output: OutputColumn, plan: ReleasePlan, cell: Cell, noisy: dict[Quantity, int | float]
-) -> object:
-    if output.group_index is not None:
-        return cell[output.group_index]
-    assert output.aggregate_index is not None
-    aggregate = plan.shape.aggregates[output.aggregate_index]
+def _aggregate_value(aggregate: Aggregate, noisy: dict[Quantity, int | float]) -> int | float | None:
     values = [noisy[q] for q in quantities_for(aggregate)]
-    if aggregate.kind is not AggregateKind.AVG:
+    if len(values) == 1:
         return values[0]
-    return _average(values[0], values[1], aggregate.column.lower, aggregate.column.upper)  # type: ignore[union-attr]
+    column = aggregate.column
+    assert column is not None and column.lower is not None and column.upper is not None
+    if aggregate.kind is AggregateKind.AVG:
+        total, count = values
+        return _average(total, count, column.lower, column.upper)
+    total, squares, count = values
+    return _spread(aggregate.kind, total, squares, count, column.upper - column.lower)
 
 
-def _average(total: float, count: float, lower: float | None, upper: float | None) -> float | None:
-    """Post-processing of a noisy sum and count: NULL when the noisy count says "no rows", as
-    AVG of no rows is NULL in SQL; otherwise clamped into the declared bounds."""
+def _average(total: float, count: float, lower: float, upper: float) -> float | None:
+    """NULL when the noisy count says "no rows" (as AVG of no rows is NULL in SQL); otherwise
+    clamped into the declared bounds, where the true average must lie."""
     if count < 1:
         return None
-    assert lower is not None and upper is not None
-    return min(max(total / count, lower), upper) if math.isfinite(total / count) else None
+    return min(max(total / count, lower), upper)
 
 
-def _result_column(output: OutputColumn, plan: ReleasePlan) -> ResultColumn:
-    if output.group_index is not None:
-        return ResultColumn(output.name, plan.shape.group_keys[output.group_index].type)
-    assert output.aggregate_index is not None
-    aggregate = plan.shape.aggregates[output.aggregate_index]
-    if aggregate.kind is AggregateKind.AVG:
-        return ResultColumn(output.name, ColumnType.REAL)
-    measurement = next(m for m in plan.measurements if m.quantity == quantities_for(aggregate)[0])
-    return ResultColumn(output.name, ColumnType.INTEGER if measurement.integer_output else ColumnType.REAL)
+def _spread(kind: AggregateKind, total: float, squares: float, count: float, width: float) -> float | None:
+    """VAR/STDDEV from noisy sums (spec §2.2): var_pop = Σx²/n − (Σx/n)², clamped into the range a
+    variance of values in an interval of this width can take; NULL where SQL would return NULL."""
+    sample = kind in (AggregateKind.VAR_SAMP, AggregateKind.STDDEV_SAMP)
+    if count < (2 if sample else 1):
+        return None
+    population = min(max(squares / count - (total / count) ** 2, 0.0), width * width / 4)
+    variance = population * count / (count - 1) if sample else population
+    return math.sqrt(variance) if kind in (AggregateKind.STDDEV_POP, AggregateKind.STDDEV_SAMP) else variance
+
+
+def _noisy_columns(plan: ReleasePlan) -> tuple[ResultColumn, ...]:
+    keys = [ResultColumn(key_column(i), column.type) for i, column in enumerate(plan.shape.group_keys)]
+    integers = {m.quantity for m in plan.measurements if m.integer_output}
+    aggregates = [
+        ResultColumn(
+            aggregate_column(i),
+            ColumnType.INTEGER
+            if len(quantities_for(a)) == 1 and quantities_for(a)[0] in integers
+            else ColumnType.REAL,
+        )
+        for i, a in enumerate(plan.shape.aggregates)
+    ]
+    return (*keys, *aggregates)

@@ -45,23 +45,30 @@ class ReleasePlan:
         return f"ε={self.epsilon:.4g} ({shares})"
 
 
-def sensitivity(quantity: Quantity, *, max_contributions: int) -> float:
-    """ℓ1 sensitivity under add/remove-one-person, with at most L rows per person (spec §2.2).
+def sensitivity(quantity: Quantity, *, max_contributions: int, cells: int) -> float:
+    """ℓ1 sensitivity of a quantity's vector over all group cells, under add/remove-one-person.
 
-    With every person's rows capped at L *across all groups*, the ℓ1 norm of the change to the
-    whole vector of group cells is bounded by the same number as for a single cell.
+    Each person's contribution vector is scaled to L rows in total across all groups
+    (bound_contributions), so the ℓ1 change of the whole vector is what one cell would allow
+    (spec dp-mechanisms.md §2.2): L for counts, L·max(|lower|, |upper|) for sums,
+    L·max(lower², upper²) for sums of squares. A person counts once per group in
+    COUNT(DISTINCT unit), scaled to at most L groups: min(L, cells); 1 without GROUP BY.
     """
-    if quantity.kind is not QuantityKind.SUM:
-        return float(max_contributions)
+    bound = float(max_contributions)
+    if quantity.kind is QuantityKind.UNITS:
+        return 1.0 if cells == 1 else min(bound, float(cells))
+    if quantity.kind in (QuantityKind.ROWS, QuantityKind.NON_NULL):
+        return bound
     column = quantity.column
     assert column is not None and column.lower is not None and column.upper is not None
-    return max_contributions * max(abs(column.lower), abs(column.upper))
+    largest = max(abs(column.lower), abs(column.upper))
+    return bound * (largest * largest if quantity.kind is QuantityKind.SUM_SQUARES else largest)
 
 
 def _integer_valued(quantity: Quantity) -> bool:
-    """Counts, and sums of integer columns with integral bounds, are integers per row."""
+    """Counts, and sums (of squares) of integer columns with integral bounds, are integers per row."""
     column = quantity.column
-    if quantity.kind is not QuantityKind.SUM or column is None:
+    if quantity.kind not in (QuantityKind.SUM, QuantityKind.SUM_SQUARES) or column is None:
         return True
     assert column.lower is not None and column.upper is not None
     return (
@@ -69,6 +76,13 @@ def _integer_valued(quantity: Quantity) -> bool:
         and float(column.lower).is_integer()
         and float(column.upper).is_integer()
     )
+
+
+def _exactly_integer(quantity: Quantity, shape: QueryShape) -> bool:
+    """Per-person weights make totals fractional, except where no person is ever scaled."""
+    if shape.table.privacy_unit is None:
+        return _integer_valued(quantity)
+    return quantity.kind is QuantityKind.UNITS and not shape.group_keys
 
 
 def split_epsilon(epsilon: float, parts: int) -> float:
@@ -85,13 +99,13 @@ def split_epsilon(epsilon: float, parts: int) -> float:
 def price_query(shape: QueryShape, *, epsilon: float) -> ReleasePlan:
     quantities = exact_quantities(shape)
     share = split_epsilon(epsilon, len(quantities))
+    cells = math.prod(len(column.values or ()) for column in shape.group_keys)
     measurements = tuple(
         Measurement(
             quantity=quantity,
-            sensitivity=sensitivity(quantity, max_contributions=shape.table.max_contributions),
+            sensitivity=sensitivity(quantity, max_contributions=shape.table.max_contributions, cells=cells),
             epsilon=share,
-            # per-person weights (bound_contributions) make totals fractional unless rows are people
-            exact_integer=_integer_valued(quantity) and shape.table.privacy_unit is None,
+            exact_integer=_exactly_integer(quantity, shape),
             integer_output=_integer_valued(quantity),
         )
         for quantity in quantities

@@ -27,13 +27,14 @@ from sqlglot import exp
 
 from proxy.analysis.quantities import Quantity, QuantityKind
 from proxy.analysis.shape import QueryShape
-from proxy.config import ColumnPolicy, TablePolicy
+from proxy.config import ColumnPolicy
 from proxy.rewrite.clamp_values import clamp_value
 from proxy.rewrite.safe_predicates import error_free
 
 UNIT = "_dp_unit"
 ROWS = "_dp_rows"
 PERSON_ROWS = "_dp_person_rows"
+PERSON_GROUPS = "_dp_person_groups"
 
 
 def key_alias(index: int) -> str:
@@ -49,10 +50,11 @@ def value_alias(column: ColumnPolicy) -> str:
 
 
 def partial_alias(quantity: Quantity) -> str:
-    """Per-(person, group) partial of a quantity: ``_dp_rows``, ``_dp_count_age``, ``_dp_sum_age``."""
+    """Per-(person, group) partial of a quantity: ``_dp_rows``, ``_dp_count_age``, ``_dp_sum_age``…"""
+    prefixes = {QuantityKind.NON_NULL: "count", QuantityKind.SUM: "sum", QuantityKind.SUM_SQUARES: "sumsq"}
     if quantity.column is None:
-        return ROWS
-    return f"_dp_{'count' if quantity.kind is QuantityKind.NON_NULL else 'sum'}_{quantity.column.name}"
+        return ROWS if quantity.kind is QuantityKind.ROWS else "_dp_units"
+    return f"_dp_{prefixes[quantity.kind]}_{quantity.column.name}"
 
 
 def bounded_query(shape: QueryShape, quantities: tuple[Quantity, ...], *, dialect: str) -> exp.Select:
@@ -62,32 +64,46 @@ def bounded_query(shape: QueryShape, quantities: tuple[Quantity, ...], *, dialec
         measures = [_aggregate(q).as_(quantity_alias(i)) for i, q in enumerate(quantities)]
         return _grouped(exp.select(*keys, *measures).from_(rows.subquery("_dp_filtered")), keys)
     partials = _per_person_partials(rows, quantities, keys)
+    bound = shape.table.max_contributions
     if not keys:  # one partial per person: the person's total is the partial itself
-        weight = _weight(shape.table, person_rows=exp.column(ROWS))
-        return exp.select(*_weighted_sums(quantities, weight)).from_(partials.subquery("_dp_partials"))
-    # A person's total over all groups, joined back (measured 2× faster than a window in DuckDB).
+        measures = _weighted_sums(quantities, rows=_weight(bound, exp.column(ROWS)), groups=None)
+        return exp.select(*measures).from_(partials.subquery("_dp_partials"))
+    # A person's totals over all groups, joined back (measured 2× faster than a window in DuckDB).
     totals = (
-        exp.select(exp.column(UNIT), exp.Sum(this=exp.column(ROWS)).as_(PERSON_ROWS))
+        exp.select(
+            exp.column(UNIT),
+            exp.Sum(this=exp.column(ROWS)).as_(PERSON_ROWS),
+            exp.Count(this=exp.Star()).as_(PERSON_GROUPS),
+        )
         .from_("_dp_partials")
         .group_by(exp.column(UNIT))
     )
-    weight = _weight(shape.table, person_rows=exp.column(PERSON_ROWS))
+    measures = _weighted_sums(
+        quantities,
+        rows=_weight(bound, exp.column(PERSON_ROWS)),
+        groups=_weight(bound, exp.column(PERSON_GROUPS)),
+    )
     query = (
-        exp.select(*keys, *_weighted_sums(quantities, weight))
-        .from_("_dp_partials")
-        .join("_dp_totals", using=[UNIT])
-        .group_by(*keys)
+        exp.select(*keys, *measures).from_("_dp_partials").join("_dp_totals", using=[UNIT]).group_by(*keys)
     )
     return query.with_("_dp_partials", as_=partials).with_("_dp_totals", as_=totals)
 
 
-def _weighted_sums(quantities: tuple[Quantity, ...], weight: exp.Expression) -> list[exp.Expression]:
-    return [
-        exp.Sum(this=exp.Mul(this=exp.column(partial_alias(q)), expression=weight.copy())).as_(
-            quantity_alias(i)
-        )
-        for i, q in enumerate(quantities)
-    ]
+def _weighted_sums(
+    quantities: tuple[Quantity, ...], *, rows: exp.Expression, groups: exp.Expression | None
+) -> list[exp.Expression]:
+    """Row quantities are scaled by the row weight; COUNT(DISTINCT unit) by the group weight
+    (a person counts once per group, so their ℓ1 contribution is their number of groups)."""
+    measures = []
+    for index, quantity in enumerate(quantities):
+        if quantity.kind is QuantityKind.UNITS:
+            measure: exp.Expression = (
+                exp.Count(this=exp.Star()) if groups is None else exp.Sum(this=groups.copy())
+            )
+        else:
+            measure = exp.Sum(this=exp.Mul(this=exp.column(partial_alias(quantity)), expression=rows.copy()))
+        measures.append(measure.as_(quantity_alias(index)))
+    return measures
 
 
 def _grouped(query: exp.Select, keys: list[exp.Column]) -> exp.Select:
@@ -95,30 +111,35 @@ def _grouped(query: exp.Select, keys: list[exp.Column]) -> exp.Select:
 
 
 def _aggregate(quantity: Quantity) -> exp.Expression:
+    """The plain aggregate of a quantity over filtered rows (or per person, for partials)."""
     if quantity.kind is QuantityKind.ROWS:
         return exp.Count(this=exp.Star())
     assert quantity.column is not None
     value = exp.column(value_alias(quantity.column))
-    return exp.Count(this=value) if quantity.kind is QuantityKind.NON_NULL else exp.Sum(this=value)
+    if quantity.kind is QuantityKind.NON_NULL:
+        return exp.Count(this=value)
+    if quantity.kind is QuantityKind.SUM_SQUARES:
+        return exp.Sum(this=exp.Mul(this=value, expression=value.copy()))
+    return exp.Sum(this=value)
 
 
 def _per_person_partials(
     rows: exp.Select, quantities: tuple[Quantity, ...], keys: list[exp.Column]
 ) -> exp.Select:
     """One row per (person, group): the row count (always, for the weight) and each partial."""
-    needed = {partial_alias(q): q for q in quantities if q.kind is not QuantityKind.ROWS}
+    needed = {partial_alias(q): q for q in quantities if q.column is not None}
     partials = [exp.Count(this=exp.Star()).as_(ROWS)]
     partials += [_aggregate(q).as_(alias) for alias, q in needed.items()]
     unit = exp.column(UNIT)
     return exp.select(unit, *keys, *partials).from_(rows.subquery("_dp_filtered")).group_by(unit, *keys)
 
 
-def _weight(table: TablePolicy, *, person_rows: exp.Column) -> exp.Expression:
-    """``w_u = min(1, L / N_u)``: 1 for people within the bound, L/N_u for the rest."""
-    bound = exp.Literal.number(f"{float(table.max_contributions)!r}")
+def _weight(bound: int, total: exp.Column) -> exp.Expression:
+    """``min(1, L / total)``: 1 for people within the bound, L/total for the rest."""
+    limit = exp.Literal.number(f"{float(bound)!r}")
     return exp.Case(
-        ifs=[exp.If(this=exp.LTE(this=person_rows, expression=bound), true=exp.Literal.number("1.0"))],
-        default=exp.Div(this=bound.copy(), expression=person_rows.copy()),
+        ifs=[exp.If(this=exp.LTE(this=total, expression=limit), true=exp.Literal.number("1.0"))],
+        default=exp.Div(this=limit.copy(), expression=total.copy()),
     )
 
 

@@ -107,12 +107,28 @@ def test_average_is_clamped_into_bounds() -> None:
 
 
 def test_output_names_follow_postgres_defaults_and_aliases() -> None:
+    plan = plan_for(
+        "SELECT sex, COUNT(*), SUM(cost) AS total, AVG(age), STDDEV(age) FROM visits GROUP BY sex"
+    )
+    assert plan.shape.output_names == ("sex", "count", "total", "avg", "stddev")
+
+
+def test_noisy_table_has_one_column_per_key_and_aggregate() -> None:
     plan = plan_for("SELECT sex, COUNT(*), SUM(cost) AS total, AVG(age) FROM visits GROUP BY sex")
     table = release(plan, [], rng=random.Random(3))
-    assert [c.name for c in table.columns] == ["sex", "count", "total", "avg"]
+    assert [c.name for c in table.columns] == ["_dp_key_0", "_dp_agg_0", "_dp_agg_1", "_dp_agg_2"]
     assert [c.type for c in table.columns] == [
         ColumnType.TEXT,
         ColumnType.INTEGER,
         ColumnType.REAL,
         ColumnType.REAL,
     ]
+
+
+def test_variance_is_clamped_into_its_possible_range() -> None:
+    plan = plan_for("SELECT VAR_POP(age), STDDEV_POP(age) FROM visits", epsilon=1.0)
+    # ages in [0, 100]: a population variance lies in [0, 50²]
+    for seed in range(50):
+        variance, deviation = release(plan, [(3000, 200_000, 40)], rng=random.Random(seed)).rows[0]
+        assert variance is None or 0 <= variance <= 2500
+        assert deviation is None or 0 <= deviation <= 50
