@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from mechanisms.laplace import laplace_error_bound
@@ -11,7 +10,7 @@ from proxy.analysis.statements import PrivateQuery, classify
 from proxy.backends.duckdb import DuckDBBackend
 from proxy.config import DatasetPolicy
 from proxy.errors import UnsupportedQueryError
-from proxy.query_service import checked_epsilon, prepare_release
+from proxy.query_service import checked_epsilon, prepare_release, resolve_group_domains
 
 
 @dataclass(frozen=True)
@@ -39,10 +38,12 @@ def explain_query(dataset: DatasetPolicy, sql: str, *, epsilon: float | None = N
     statement = classify(trees[0], dataset)
     if not isinstance(statement, PrivateQuery):
         raise UnsupportedQueryError("only queries on private tables have a privacy cost to explain")
+    sandbox = DuckDBBackend.sandbox()
+    shape = resolve_group_domains(statement.shape, execute=sandbox.execute, dialect=DuckDBBackend.dialect)
     plan, engine_sql = prepare_release(
-        statement.shape, epsilon=checked_epsilon(dataset, epsilon), dialect=DuckDBBackend.dialect
+        shape, epsilon=checked_epsilon(dataset, epsilon), dialect=DuckDBBackend.dialect
     )
-    cells = math.prod(len(column.values or ()) for column in statement.shape.group_keys)
+    cells = shape.cells
     measurements = tuple(
         MeasurementExplanation(
             quantity=m.quantity.label,

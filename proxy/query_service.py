@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 import duckdb
 from sqlglot import exp
@@ -39,6 +41,7 @@ from proxy.release.apply import ReleasedTable, ResultColumn, release
 from proxy.release.plan import ReleasePlan, price_query
 from proxy.release.postprocess import PostprocessEngine
 from proxy.rewrite.bound_contributions import bounded_query
+from proxy.rewrite.group_domains import domain_query
 from proxy.rewrite.session_info import SessionInfo, constant_query
 from proxy.settings import SETTINGS, SessionSettings, lookup
 
@@ -145,6 +148,7 @@ class QueryService:
     def _answer_privately(
         self, shape: QueryShape, text: str, *, principal: Principal, settings: SessionSettings
     ) -> StatementOutcome:
+        shape = resolve_group_domains(shape, execute=self.backend.execute, dialect=self.backend.dialect)
         plan, sql = prepare_release(shape, epsilon=self.epsilon(settings), dialect=self.backend.dialect)
         reservation = self.ledger.reserve(principal.name, self.dataset.name, plan.loss, statement=text)
         try:
@@ -210,9 +214,52 @@ def checked_epsilon(dataset: DatasetPolicy, chosen: float | None) -> float:
     return epsilon
 
 
+Execute = Callable[[str], tuple[list[tuple[str, str]], list[tuple[Any, ...]]]]
+
+
+def resolve_group_domains(shape: QueryShape, *, execute: Execute, dialect: str) -> QueryShape:
+    """Fill in the public key domain of each GROUP BY expression, evaluated by ``execute`` (the
+    engine) over the values the policy allows — never over a table."""
+    keys = []
+    for key in shape.group_keys:
+        if key.values is None:
+            sql = domain_query(key, table=shape.table, dialect=dialect).sql(dialect=dialect)
+            values = sorted(
+                {_plain_key(row[0]) for row in execute(sql)[1] if row[0] is not None}, key=_sort_key
+            )
+            key = key.with_domain(tuple(values), _key_type(values, key.type))
+        keys.append(key)
+    return shape.with_group_keys(tuple(keys))
+
+
+def _plain_key(value: Any) -> Any:
+    """PostgreSQL evaluates the (NUMERIC-cast) expression to Decimals; integral ones become ints."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    return value
+
+
+def _sort_key(value: Any) -> tuple[str, Any]:
+    return (type(value).__name__, value)
+
+
+def _key_type(values: list[Any], fallback: ColumnType) -> ColumnType:
+    kinds = {type(value) for value in values}
+    for python_type, column_type in (
+        (bool, ColumnType.BOOLEAN),
+        (str, ColumnType.TEXT),
+        (int, ColumnType.INTEGER),
+    ):
+        if kinds == {python_type}:
+            return column_type
+    if kinds <= {int, float}:
+        return ColumnType.REAL
+    return fallback
+
+
 def prepare_release(shape: QueryShape, *, epsilon: float, dialect: str) -> tuple[ReleasePlan, str]:
     """Price and rewrite without touching the engine or the ledger (``veil explain`` stops here)."""
-    cells = math.prod(len(column.values or ()) for column in shape.group_keys)
+    cells = shape.cells
     if cells > MAX_GROUP_CELLS:
         raise UnsupportedQueryError(
             f"the GROUP BY has {cells} public cells; at most {MAX_GROUP_CELLS} are answered",

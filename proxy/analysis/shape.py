@@ -10,13 +10,16 @@ Anything that would need a private value outside an aggregate is refused (42501)
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from sqlglot import exp
 
 from proxy.analysis.checks import SCALAR_NODES, check_predicate
-from proxy.config import ColumnPolicy, DatasetPolicy, TablePolicy
+from proxy.config import ColumnPolicy, ColumnType, DatasetPolicy, TablePolicy
 from proxy.errors import PolicyViolationError, UnknownColumnError, UnknownTableError
 
 NOISY_TABLE = "_dp_noisy"
@@ -71,13 +74,43 @@ class Aggregate:
 
 
 @dataclass(frozen=True)
+class GroupKey:
+    """A GROUP BY item: a public column, or an expression of one column whose value domain is
+    public — the column's own value list, or the expression evaluated over every integer between
+    the column's bounds (``FLOOR(age / 10) * 10``). ``values`` is None until that is computed."""
+
+    expression: exp.Expression  # over the table's own columns, unqualified
+    source: ColumnPolicy
+    values: tuple[Any, ...] | None
+    type: ColumnType
+
+    @property
+    def label(self) -> str:
+        return self.expression.sql(dialect="postgres")
+
+    def with_domain(self, values: tuple[Any, ...], type_: ColumnType) -> GroupKey:
+        return GroupKey(self.expression, self.source, values, type_)
+
+
+MAX_DERIVED_DOMAIN = 100_000  # integers evaluated to derive an expression's public key domain
+
+
+@dataclass(frozen=True)
 class QueryShape:
     table: TablePolicy
-    group_keys: tuple[ColumnPolicy, ...]
+    group_keys: tuple[GroupKey, ...]
     aggregates: tuple[Aggregate, ...]
     where: exp.Expression | None  # columns unqualified, checked against the allow-list
     postprocess: exp.Select  # over NOISY_TABLE; its i-th select item is the i-th output column
     output_names: tuple[str, ...]
+
+    @property
+    def cells(self) -> int:
+        """How many group rows the answer has: the product of the key domains (1 without GROUP BY)."""
+        return math.prod(len(key.values or ()) for key in self.group_keys)
+
+    def with_group_keys(self, keys: tuple[GroupKey, ...]) -> QueryShape:
+        return dataclasses.replace(self, group_keys=keys)
 
 
 def key_column(index: int) -> str:
@@ -184,21 +217,41 @@ class _Scope:
 
         return expression.copy().transform(strip)
 
-    def group_key(self, item: exp.Expression, select: exp.Select) -> ColumnPolicy:
-        """GROUP BY accepts a column, a select-list position (``GROUP BY 1``) or a select alias."""
-        resolved = _resolve_reference(item, select)
-        if not isinstance(resolved, exp.Column):
+    def group_key(self, item: exp.Expression, select: exp.Select) -> GroupKey:
+        """GROUP BY accepts a column, a select-list position (``GROUP BY 1``), a select alias, or an
+        expression of one column whose key domain is public or derivable."""
+        expression = self.unqualified(_resolve_reference(item, select))
+        if isinstance(expression, exp.Column):
+            column = self.column(expression)
+            if not column.public:
+                raise refuse(
+                    f'column "{column.name}" is private and cannot be used in GROUP BY',
+                    hint="group keys must have a public value list in the policy (public = true, values = [...]),"
+                    " or be an expression of an integer column with bounds",
+                )
+            return GroupKey(expression, column, column.values, column.type)
+        check_predicate(expression, clause="GROUP BY")
+        columns = {node.name for node in expression.find_all(exp.Column)}
+        if len(columns) != 1:
             raise refuse(
-                f"GROUP BY {item.sql(dialect='postgres')} is not supported yet",
-                hint="group by public columns only (declared with public = true and values in the policy)",
+                f"GROUP BY {expression.sql(dialect='postgres')} must use exactly one column",
+                hint="group by an expression of a single public column or bounded integer column",
             )
-        column = self.column(resolved)
-        if not column.public:
+        column = self.column(exp.column(columns.pop()))
+        if not (column.public or _small_integer_range(column)):
             raise refuse(
-                f'column "{column.name}" is private and cannot be used in GROUP BY',
-                hint="group keys must have a public value list in the policy (public = true, values = [...])",
+                f"GROUP BY {expression.sql(dialect='postgres')}: the keys of an expression of "
+                f'"{column.name}" cannot be derived from the policy',
+                hint=f"declare {column.name} public with its values, or as an integer column with lower and upper"
+                f" at most {MAX_DERIVED_DOMAIN} apart",
             )
-        return column
+        return GroupKey(expression, column, None, column.type)
+
+
+def _small_integer_range(column: ColumnPolicy) -> bool:
+    if column.type is not ColumnType.INTEGER or column.lower is None or column.upper is None:
+        return False
+    return column.upper - column.lower <= MAX_DERIVED_DOMAIN
 
 
 def _resolve_reference(item: exp.Expression, select: exp.Select) -> exp.Expression:
@@ -218,7 +271,7 @@ def _resolve_reference(item: exp.Expression, select: exp.Select) -> exp.Expressi
 class _PostprocessBuilder:
     """Rewrites the analyst's SELECT into a query over the noisy table, collecting aggregates."""
 
-    def __init__(self, scope: _Scope, group_keys: tuple[ColumnPolicy, ...]) -> None:
+    def __init__(self, scope: _Scope, group_keys: tuple[GroupKey, ...]) -> None:
         self.scope, self.group_keys = scope, group_keys
         self.aggregates: list[Aggregate] = []
 
@@ -236,7 +289,12 @@ class _PostprocessBuilder:
         return post
 
     def _replace(self, expression: exp.Expression, aliases: set[str]) -> exp.Expression:
+        keys = {key.expression.sql(dialect="postgres"): i for i, key in enumerate(self.group_keys)}
+
         def replace(node: exp.Expression) -> exp.Expression:
+            key = self._key_index(node, keys)
+            if key is not None:
+                return exp.column(key_column(key))
             if isinstance(node, exp.AggFunc | exp.WithinGroup):
                 return exp.column(aggregate_column(self._aggregate_index(node)))
             if isinstance(node, exp.Star) or (
@@ -249,12 +307,20 @@ class _PostprocessBuilder:
 
         return expression.copy().transform(replace)
 
+    def _key_index(self, node: exp.Expression, keys: dict[str, int]) -> int | None:
+        """Which group key this node is, if any (compared as unqualified SQL)."""
+        if not any(isinstance(n, exp.Column) for n in node.walk()) or node.find(exp.AggFunc, exp.Star):
+            return None
+        try:
+            text = self.scope.unqualified(node).sql(dialect="postgres")
+        except (UnknownColumnError, PolicyViolationError):
+            return None
+        return keys.get(text)
+
     def _column(self, node: exp.Column, aliases: set[str]) -> exp.Expression:
         if not node.table and node.name.lower() in aliases and self.scope.table.column(node.name) is None:
             return node  # a reference to an output alias (ORDER BY n)
         column = self.scope.column(node)
-        if column in self.group_keys:
-            return exp.column(key_column(self.group_keys.index(column)))
         if column.public:
             raise refuse(
                 f'column "{column.name}" must appear in the GROUP BY clause or be used in an aggregate',

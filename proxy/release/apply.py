@@ -38,7 +38,7 @@ class ReleasedTable:
 
 
 def public_cells(plan: ReleasePlan) -> list[Cell]:
-    domains = [column.values or () for column in plan.shape.group_keys]
+    domains = [key.values or () for key in plan.shape.group_keys]
     return list(itertools.product(*domains))
 
 
@@ -102,7 +102,7 @@ def _spread(kind: AggregateKind, total: float, squares: float, count: float, wid
 
 
 def _noisy_columns(plan: ReleasePlan) -> tuple[ResultColumn, ...]:
-    keys = [ResultColumn(key_column(i), column.type) for i, column in enumerate(plan.shape.group_keys)]
+    keys = [ResultColumn(key_column(i), key.type) for i, key in enumerate(plan.shape.group_keys)]
     integers = {m.quantity for m in plan.measurements if m.integer_output}
     aggregates = [
         ResultColumn(

@@ -99,7 +99,7 @@ def split_epsilon(epsilon: float, parts: int) -> float:
 def price_query(shape: QueryShape, *, epsilon: float) -> ReleasePlan:
     quantities = exact_quantities(shape)
     share = split_epsilon(epsilon, len(quantities))
-    cells = math.prod(len(column.values or ()) for column in shape.group_keys)
+    cells = shape.cells
     measurements = tuple(
         Measurement(
             quantity=quantity,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import duckdb
 import pandas as pd
+
 from proxy.analysis.shape import NOISY_TABLE
 from proxy.config import ColumnType
 from proxy.release.apply import ReleasedTable

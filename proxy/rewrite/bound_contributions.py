@@ -26,7 +26,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from proxy.analysis.quantities import Quantity, QuantityKind
-from proxy.analysis.shape import QueryShape
+from proxy.analysis.shape import GroupKey, QueryShape
 from proxy.config import ColumnPolicy
 from proxy.rewrite.clamp_values import clamp_value
 from proxy.rewrite.safe_predicates import error_free
@@ -146,7 +146,7 @@ def _weight(bound: int, total: exp.Column) -> exp.Expression:
 def _filtered_rows(shape: QueryShape, quantities: tuple[Quantity, ...], *, dialect: str) -> exp.Select:
     """Filtered rows: the person, the group keys and the clamped values."""
     unit = [exp.column(shape.table.privacy_unit).as_(UNIT)] if shape.table.privacy_unit is not None else []
-    keys = [exp.column(column.name).as_(key_alias(i)) for i, column in enumerate(shape.group_keys)]
+    keys = [_key(key, shape, dialect).as_(key_alias(i)) for i, key in enumerate(shape.group_keys)]
     columns = {q.column.name: q.column for q in quantities if q.column is not None}
     values = [_value(column).as_(value_alias(column)) for column in columns.values()]
     projection = [*unit, *keys, *values] or [exp.Literal.number(1).as_("_dp_one")]  # COUNT(*) alone
@@ -154,7 +154,7 @@ def _filtered_rows(shape: QueryShape, quantities: tuple[Quantity, ...], *, diale
     conditions = (
         [error_free(shape.where, table=shape.table, dialect=dialect)] if shape.where is not None else []
     )
-    conditions += [_in_public_domain(column) for column in shape.group_keys]
+    conditions += [_in_public_domain(key, shape, dialect) for key in shape.group_keys]
     return rows.where(exp.and_(*conditions)) if conditions else rows
 
 
@@ -164,7 +164,14 @@ def _value(column: ColumnPolicy) -> exp.Expression:
     return clamp_value(exp.column(column.name), lower=column.lower, upper=column.upper)
 
 
-def _in_public_domain(column: ColumnPolicy) -> exp.Expression:
-    """Rows outside the declared domain (or NULL) cannot form a released group, so drop them early."""
-    assert column.values is not None
-    return exp.column(column.name).isin(*[exp.convert(value) for value in column.values])
+def _key(key: GroupKey, shape: QueryShape, dialect: str) -> exp.Expression:
+    """A plain column as is; an expression made unable to fail on any row, like the filter."""
+    if isinstance(key.expression, exp.Column):
+        return key.expression.copy()
+    return error_free(key.expression, table=shape.table, dialect=dialect)
+
+
+def _in_public_domain(key: GroupKey, shape: QueryShape, dialect: str) -> exp.Expression:
+    """Rows whose key is outside the public domain (or NULL) form no released group: drop them early."""
+    assert key.values is not None, "key domains are resolved before the query is built"
+    return _key(key, shape, dialect).isin(*[exp.convert(value) for value in key.values])

@@ -1,0 +1,34 @@
+"""The query that derives the public key domain of a GROUP BY expression — from the policy only.
+
+``FLOOR(age / 10) * 10`` over an integer column with bounds 0..100 has the keys the expression takes
+on 0, 1, …, 100; over a public column, the keys it takes on the declared values. The query runs in
+the dataset's own engine (so the expression means there what it will mean in the real query — integer
+division differs between engines) but over a VALUES list, never over a table.
+
+>>> domain_query(key, table=t, dialect="duckdb").sql("duckdb")
+'SELECT DISTINCT TRY(FLOOR(age / 10) * 10) AS _dp_value FROM (VALUES (0), (1), …) AS _dp_domain(age)'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlglot import exp
+
+from proxy.analysis.shape import GroupKey
+from proxy.config import ColumnPolicy, TablePolicy
+from proxy.rewrite.safe_predicates import error_free
+
+
+def source_values(column: ColumnPolicy) -> list[Any]:
+    if column.values is not None:
+        return list(column.values)
+    assert column.lower is not None and column.upper is not None
+    return list(range(int(column.lower), int(column.upper) + 1))
+
+
+def domain_query(key: GroupKey, *, table: TablePolicy, dialect: str) -> exp.Select:
+    rows = [exp.Tuple(expressions=[exp.convert(value)]) for value in source_values(key.source)]
+    domain = exp.Values(expressions=rows, alias=exp.TableAlias(this="_dp_domain", columns=[key.source.name]))
+    value = error_free(key.expression, table=table, dialect=dialect).as_("_dp_value")
+    return exp.select(value).distinct().from_(domain)
