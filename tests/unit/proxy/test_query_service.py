@@ -136,3 +136,27 @@ def test_three_tenths_pay_for_three_queries_of_a_tenth(service: QueryService, le
     with pytest.raises(Exception, match=r"asked for epsilon 0\.1 .* only epsilon 0\.0 remains"):
         service.run(tree, principal=Principal("carol"), settings=SessionSettings())
     assert ledger.balance("carol", "clinic").remaining_epsilon == 0
+
+
+def test_group_by_expression_releases_every_key_of_its_derived_domain(service: QueryService) -> None:
+    outcome = run(service, "SELECT FLOOR(age / 10) * 10 AS decade, COUNT(*) AS n FROM visits GROUP BY 1")
+    assert outcome.table is not None
+    decades = [row[0] for row in outcome.table.rows]
+    assert decades == [float(d) for d in range(0, 101, 10)], "keys come from the bounds 0..100, not the data"
+    counts = dict(outcome.table.rows)
+    # ages 20..69 evenly (60 visits per age); sensitivity 3, ε 0.1: |noise| > 600 has probability e^-20
+    assert abs(counts[30.0] - 600) <= 600
+    assert abs(counts[90.0]) <= 600, "an empty decade is released as pure noise"
+
+
+def test_post_processing_orders_limits_and_computes(service: QueryService, ledger: Ledger) -> None:
+    outcome = run(
+        service,
+        "SELECT sex, COUNT(*) AS n, SUM(cost) / COUNT(*) AS mean_cost FROM visits"
+        " GROUP BY sex HAVING COUNT(*) > -100000 ORDER BY n DESC LIMIT 1",
+    )
+    assert outcome.table is not None
+    assert [c.name for c in outcome.table.columns] == ["sex", "n", "mean_cost"]
+    assert len(outcome.table.rows) == 1
+    assert outcome.tag == "SELECT 1"
+    assert ledger.balance("alice", "clinic").spent_epsilon == pytest.approx(0.1)
