@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -50,8 +51,9 @@ def friendly_errors(function: Callable[P, R]) -> Callable[P, R]:
         try:
             return function(*args, **kwargs)
         except (ProxyError, BudgetError) as error:
+            detail = f"\ndetail: {error.detail}" if getattr(error, "detail", None) else ""
             hint = f"\nhint: {error.hint}" if error.hint else ""
-            raise click.ClickException(f"{error.message}{hint}") from None
+            raise click.ClickException(f"{error.message}{detail}{hint}") from None
 
     wrapper.__name__ = function.__name__
     wrapper.__doc__ = function.__doc__
@@ -180,7 +182,7 @@ def serve(config_path: Path, host: str | None, port: int | None, log_level: str)
         click.echo("press Ctrl+C to stop", err=True)
 
     try:
-        run_server(config, host=bind_host, port=bind_port, on_ready=ready)
+        run_server(config, host=bind_host, port=bind_port, on_ready=ready, environ=os.environ)
     except KeyboardInterrupt:
         click.echo("stopped", err=True)
     except OSError as error:
@@ -192,7 +194,7 @@ def serve(config_path: Path, host: str | None, port: int | None, log_level: str)
 @main.command("import")
 @click.argument("source", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @config_option
-@click.option("--dataset", required=True, help="Dataset to load into (its DuckDB file).")
+@click.option("--dataset", required=True, help="Dataset to load into (its DuckDB file or PostgreSQL schema).")
 @click.option("--table", required=True, help="Name of the new table.")
 @click.option(
     "--privacy-unit",
@@ -251,6 +253,7 @@ def import_command(
         public=dict(parse_public_option(item) for item in public),
         bounds=dict(parse_bounds_option(item) for item in bounds),
         max_contributions=max_contributions,
+        environ=os.environ,
     )
     public_columns = [c.name for c in policy.columns.values() if c.public]
     click.echo(
@@ -369,6 +372,7 @@ def explain(sql: str, config_path: Path, dataset: str, epsilon: float | None, as
     Example:
       veil explain "SELECT region, COUNT(*) FROM visits GROUP BY region" --dataset demo
     """
+    from proxy.backends import open_backend
     from proxy.explain import explain_query
 
     config = load_config(config_path)
@@ -378,7 +382,11 @@ def explain(sql: str, config_path: Path, dataset: str, epsilon: float | None, as
             f'dataset "{dataset}" is not declared in {config.path}',
             hint=f"datasets: {', '.join(config.datasets)}",
         )
-    explanation = explain_query(policy, sql, epsilon=epsilon)
+    backend = open_backend(policy, environ=os.environ)
+    try:
+        explanation = explain_query(policy, sql, backend=backend, epsilon=epsilon)
+    finally:
+        backend.close()
     if as_json:
         click.echo(json.dumps(dataclasses.asdict(explanation), indent=2))
         return

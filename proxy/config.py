@@ -19,9 +19,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import psycopg
 import tomli_w
-from psycopg.conninfo import conninfo_to_dict
 
 from proxy.errors import ConfigError
 
@@ -333,6 +331,7 @@ def _postgres_keys(reader: _Reader) -> dict[str, Any]:
     schema = reader.get("schema", str, DEFAULT_SCHEMA)
     if not IDENTIFIER.match(schema):
         raise reader.fail("schema", "must be a schema name (letters, digits, _; not starting with a digit)")
+    schema = schema.lower()  # as PostgreSQL folds an unquoted name, and as Veil folds table names
     pool_size = reader.get("pool_size", int, DEFAULT_POOL_SIZE)
     if pool_size < 1:
         raise reader.fail("pool_size", "must be a positive integer (connections kept open to PostgreSQL)")
@@ -354,6 +353,13 @@ def _check_dsn(reader: _Reader, dsn: str) -> None:
     """Parse the connection string now, so a typo is reported with its key path, not at first query.
 
     Messages never quote the string: it may hold a password despite the rule below."""
+    if not dsn.strip():
+        raise reader.fail(
+            "dsn", "must not be empty", hint='e.g. dsn = "host=db.internal dbname=analytics user=veil"'
+        )
+    import psycopg  # here, not at the top: importing it costs ~0.15 s that DuckDB-only policies never need
+    from psycopg.conninfo import conninfo_to_dict
+
     try:
         parameters = conninfo_to_dict(dsn)
     except psycopg.Error:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from mechanisms.laplace import laplace_error_bound
 from proxy.analysis.parse import parse_statements
 from proxy.analysis.statements import PrivateQuery, classify
-from proxy.backends.duckdb import DuckDBBackend
+from proxy.backends.base import Backend
 from proxy.config import DatasetPolicy
 from proxy.errors import UnsupportedQueryError
 from proxy.query_service import checked_epsilon, prepare_release, resolve_group_domains
@@ -31,17 +31,19 @@ class Explanation:
     measurements: tuple[MeasurementExplanation, ...]
 
 
-def explain_query(dataset: DatasetPolicy, sql: str, *, epsilon: float | None = None) -> Explanation:
+def explain_query(
+    dataset: DatasetPolicy, sql: str, *, backend: Backend, epsilon: float | None = None
+) -> Explanation:
+    """``backend`` only evaluates GROUP BY key domains over VALUES lists; it reads no table."""
     trees = parse_statements(sql)
     if len(trees) != 1:
         raise UnsupportedQueryError("explain takes exactly one statement")
     statement = classify(trees[0], dataset)
     if not isinstance(statement, PrivateQuery):
         raise UnsupportedQueryError("only queries on private tables have a privacy cost to explain")
-    sandbox = DuckDBBackend.sandbox()
-    shape = resolve_group_domains(statement.shape, execute=sandbox.execute, dialect=DuckDBBackend.dialect)
+    shape = resolve_group_domains(statement.shape, execute=backend.execute, dialect=backend.dialect)
     plan, engine_sql = prepare_release(
-        shape, epsilon=checked_epsilon(dataset, epsilon), dialect=DuckDBBackend.dialect
+        shape, epsilon=checked_epsilon(dataset, epsilon), dialect=backend.dialect
     )
     cells = shape.cells
     measurements = tuple(

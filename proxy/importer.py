@@ -1,4 +1,11 @@
-"""``veil import``: load a CSV or Parquet file into a dataset's DuckDB file and declare it in the policy.
+"""``veil import``: load a CSV or Parquet file into a dataset's engine and declare it in the policy.
+
+DuckDB reads the file in every case. A ``backend = "duckdb"`` dataset gets the table in its file
+(``CREATE TABLE … AS SELECT … FROM read_csv(…)``); a ``backend = "postgres"`` dataset gets it in its
+``schema``: ``CREATE TABLE`` with the PostgreSQL types below, then the rows streamed from DuckDB
+with ``COPY … FROM STDIN (FORMAT BINARY)``, all in one transaction (DuckDB's own postgres extension
+would have to be downloaded, so it is not used). The PostgreSQL user of the dataset's DSN needs
+``CREATE`` on the schema for this; the server only ever needs ``SELECT``.
 
 The policy is never derived from the data. Which columns are public, their public values, the
 clamping bounds and ``max_contributions`` come from the administrator; the file only supplies column
@@ -7,21 +14,22 @@ policy would publish a fact about the private data without any noise.)
 
 Order of work, so that a refusal leaves nothing half-done: validate every argument against the file's
 schema, create the table, then write the policy atomically; if the policy cannot be written, the new
-table is dropped again.
+table is dropped again (PostgreSQL: the transaction that created it is rolled back; if the commit
+itself fails, the policy is put back as it was).
 
 Stored column types are canonical for their policy type, whatever the source used:
 
-==========================================  ===========  =================
-source (DuckDB) type                         policy type  stored as
-==========================================  ===========  =================
-TINYINT … BIGINT, HUGEINT, unsigned kinds    integer      BIGINT
-FLOAT, DOUBLE, DECIMAL(p, s)                 real         DOUBLE
-VARCHAR, UUID, ENUM                          text         VARCHAR
-DATE                                         date         DATE
-TIMESTAMP (any precision)                    date         DATE (the day)
-TIMESTAMP WITH TIME ZONE                     date         DATE (the UTC day)
-BOOLEAN                                      boolean      BOOLEAN
-==========================================  ===========  =================
+=========================================  ===========  ==================  ==================
+source (DuckDB) type                       policy type  stored in DuckDB    in PostgreSQL
+=========================================  ===========  ==================  ==================
+TINYINT … BIGINT, HUGEINT, unsigned kinds  integer      BIGINT              bigint
+FLOAT, DOUBLE, DECIMAL(p, s)               real         DOUBLE              double precision
+VARCHAR, UUID, ENUM                        text         VARCHAR             text
+DATE                                       date         DATE                date
+TIMESTAMP (any precision)                  date         DATE (the day)      date (the day)
+TIMESTAMP WITH TIME ZONE                   date         DATE (the UTC day)  date (the UTC day)
+BOOLEAN                                    boolean      BOOLEAN             boolean
+=========================================  ===========  ==================  ==================
 
 Timestamps become dates because the policy has no timestamp type, and because the time of day is
 rarely needed for aggregates while it makes rows easier to single out. Other types (BLOB, LIST,
@@ -40,9 +48,13 @@ from types import MappingProxyType
 from typing import Any
 
 import duckdb
+import psycopg
+from psycopg import sql as pgsql
 
+from proxy.backends.postgres import describe_dsn, with_connection_defaults
 from proxy.config import (
     IDENTIFIER,
+    POSTGRES,
     ROW_PRIVACY_UNIT,
     ColumnType,
     DatasetPolicy,
@@ -75,6 +87,21 @@ _STORED_TYPE = {
     ColumnType.DATE: "DATE",
     ColumnType.BOOLEAN: "BOOLEAN",
 }
+_POSTGRES_TYPE = {
+    ColumnType.INTEGER: "bigint",
+    ColumnType.REAL: "double precision",
+    ColumnType.TEXT: "text",
+    ColumnType.DATE: "date",
+    ColumnType.BOOLEAN: "boolean",
+}
+_COPY_TYPE = {  # the binary COPY needs each column's type; these are the types' names in pg_type
+    ColumnType.INTEGER: "int8",
+    ColumnType.REAL: "float8",
+    ColumnType.TEXT: "text",
+    ColumnType.DATE: "date",
+    ColumnType.BOOLEAN: "bool",
+}
+_COPY_BATCH_ROWS = 10_000
 _BOOLEAN_WORDS = {"true": True, "false": False}
 
 
@@ -103,6 +130,7 @@ def import_table(
     public: Mapping[str, Sequence[str]] = _NO_PUBLIC,
     bounds: Mapping[str, tuple[float, float]] = _NO_BOUNDS,
     max_contributions: int | None = None,
+    environ: Mapping[str, str] = MappingProxyType({}),
 ) -> TablePolicy:
     """Load ``source`` into ``dataset`` as ``table`` and declare it in the policy; returns the new policy.
 
@@ -110,12 +138,15 @@ def import_table(
     required with a privacy-unit column (rows kept per person at query time) and must be absent or
     1 with ``"row"``. ``public`` maps a column to its public values (given as text, converted to the
     column's type); ``bounds`` maps a numeric column to its clamping bounds ``(lower, upper)``.
-    Every other column is private.
+    Every other column is private. ``environ`` resolves a postgres dataset's ``dsn_env``.
     """
     config = load_config(config_path)
     dataset_policy = _dataset(config, dataset)
     table = _table_name(dataset_policy, table)
     reader = _reader(source)
+    dsn = None
+    if dataset_policy.backend == POSTGRES:
+        dsn = dataset_policy.resolve_dsn(environ)
     with duckdb.connect() as scratch:  # read the schema without touching the dataset's file
         columns = _source_columns(scratch, reader, source)
     entry = _table_entry(
@@ -126,6 +157,19 @@ def import_table(
         bounds=bounds,
         max_contributions=max_contributions,
     )
+    if dsn is not None:
+        written = _import_into_postgres(
+            config_path,
+            dataset_policy,
+            dsn,
+            table,
+            entry=entry,
+            reader=reader,
+            source=source,
+            columns=columns,
+        )
+        return written.datasets[dataset_policy.name].tables[table]
+    assert dataset_policy.path is not None  # every duckdb dataset has a path
     with _connect(dataset_policy.path) as connection:
         if _table_exists(connection, table):
             raise ConfigError(
@@ -425,6 +469,111 @@ def _declare(config_path: Path, dataset: str, table: str, entry: Mapping[str, An
         return write_document(config_path, document)
     except OSError as error:
         raise ConfigError(f"{config_path}: cannot write the policy file: {error.strerror or error}") from None
+
+
+def _import_into_postgres(
+    config_path: Path,
+    dataset: DatasetPolicy,
+    dsn: str,
+    table: str,
+    *,
+    entry: Mapping[str, Any],
+    reader: str,
+    source: Path,
+    columns: Sequence[_SourceColumn],
+) -> VeilConfig:
+    """Create and fill the table in one transaction; commit only once the policy is written."""
+    where = describe_dsn(dsn)
+    previous = read_document(config_path)
+    try:
+        connection = psycopg.connect(with_connection_defaults(dsn), autocommit=False)
+    except psycopg.Error as error:
+        raise ConfigError(f"cannot connect to PostgreSQL at {where}: {_first_line(error)}") from None
+    with connection:  # closes the connection; a transaction still open is rolled back
+        _check_postgres_target(connection, dataset.schema, table, where=where)
+        try:
+            _create_postgres_table(connection, dataset.schema, table, columns)
+            _copy_rows(connection, dataset.schema, table, reader=reader, source=source, columns=columns)
+        except psycopg.Error as error:
+            raise ConfigError(
+                f'PostgreSQL at {where} refused to create or fill table "{dataset.schema}.{table}": '
+                f"{_first_line(error)}",
+                hint="the user of the dataset's DSN needs CREATE on the schema to import",
+            ) from None
+        written = _declare(config_path, dataset.name, table, entry)  # if this fails, nothing is committed
+        try:
+            connection.commit()
+        except psycopg.Error as error:
+            write_document(config_path, previous)  # the table does not exist: take its declaration back
+            raise ConfigError(
+                f"PostgreSQL at {where} could not commit the new table: {_first_line(error)}"
+            ) from None
+    return written
+
+
+def _check_postgres_target(
+    connection: psycopg.Connection[Any], schema: str, table: str, *, where: str
+) -> None:
+    if (
+        connection.execute("SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = %s", (schema,)).fetchone()
+        is None
+    ):
+        raise ConfigError(
+            f'schema "{schema}" does not exist in PostgreSQL at {where}',
+            hint=f"create it first (CREATE SCHEMA {schema}) or set the dataset's schema key",
+        )
+    query = (
+        "SELECT 1 FROM pg_catalog.pg_class AS c JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = %s AND c.relname = %s"
+    )
+    if connection.execute(query, (schema, table)).fetchone() is not None:
+        raise ConfigError(
+            f'table "{table}" already exists in schema "{schema}" of PostgreSQL at {where}',
+            hint="choose another table name, or drop the table first",
+        )
+
+
+def _create_postgres_table(
+    connection: psycopg.Connection[Any], schema: str, table: str, columns: Sequence[_SourceColumn]
+) -> None:
+    definitions = pgsql.SQL(", ").join(
+        pgsql.SQL("{} {}").format(pgsql.Identifier(column.name), pgsql.SQL(_POSTGRES_TYPE[column.type]))
+        for column in columns
+    )
+    connection.execute(pgsql.SQL("CREATE TABLE {} ({})").format(pgsql.Identifier(schema, table), definitions))
+
+
+def _copy_rows(
+    connection: psycopg.Connection[Any],
+    schema: str,
+    table: str,
+    *,
+    reader: str,
+    source: Path,
+    columns: Sequence[_SourceColumn],
+) -> None:
+    """Stream the file's rows, converted to their canonical types by DuckDB, through a binary COPY."""
+    select_list = ", ".join(column.select_item() for column in columns)
+    names = pgsql.SQL(", ").join(pgsql.Identifier(column.name) for column in columns)
+    statement = pgsql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
+        pgsql.Identifier(schema, table), names
+    )
+    with duckdb.connect() as scratch, connection.cursor() as cursor:
+        try:
+            result = scratch.execute(f"SELECT {select_list} FROM {_source_sql(reader)}", [str(source)])
+        except duckdb.Error as error:
+            raise _unreadable(source, reader, error) from None
+        with cursor.copy(statement) as copy:
+            copy.set_types([_COPY_TYPE[column.type] for column in columns])
+            while True:
+                try:
+                    batch = result.fetchmany(_COPY_BATCH_ROWS)
+                except duckdb.Error as error:
+                    raise _unreadable(source, reader, error) from None
+                if not batch:
+                    break
+                for row in batch:
+                    copy.write_row(row)
 
 
 def _unreadable(source: Path, reader: str, error: duckdb.Error) -> ConfigError:

@@ -34,6 +34,7 @@ from proxy.analysis.statements import (
     classify,
     classify_transaction,
 )
+from proxy.backends.base import Backend
 from proxy.backends.duckdb import DuckDBBackend
 from proxy.config import ColumnType, DatasetPolicy
 from proxy.errors import InvalidParameterValueError, UnsupportedQueryError
@@ -85,7 +86,7 @@ class QueryService:
         self,
         dataset: DatasetPolicy,
         *,
-        backend: DuckDBBackend,
+        backend: Backend,
         sandbox: DuckDBBackend,
         ledger: Ledger,
         rng: RandomSource,

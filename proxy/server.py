@@ -4,32 +4,56 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 
 from budget.ledger import Ledger
 from mechanisms.random_source import secure_random_source
+from proxy.backends import open_backend
+from proxy.backends.base import Backend
 from proxy.backends.duckdb import DuckDBBackend
-from proxy.config import VeilConfig
-from proxy.errors import TooManyConnectionsError
+from proxy.config import DatasetPolicy, VeilConfig
+from proxy.errors import BackendUnavailableError, TooManyConnectionsError
 from proxy.query_service import QueryService
 from proxy.session import Session, SessionContext
 from proxy.wire import messages as wire
 
 log = logging.getLogger("veil.server")
+NO_ENVIRONMENT: Mapping[str, str] = MappingProxyType({})
 
 
-def build_context(config: VeilConfig) -> SessionContext:
-    """Open the ledger and every dataset's engine once; sessions share them."""
+def build_context(config: VeilConfig, *, environ: Mapping[str, str] = NO_ENVIRONMENT) -> SessionContext:
+    """Open the ledger and every dataset's engine once; sessions share them.
+
+    ``environ`` resolves postgres datasets' ``dsn_env`` (empty by default, so a ``dsn_env`` is unset).
+    An engine that cannot be opened stops the start-up with a message naming the dataset (and, for
+    PostgreSQL, the server without its password); the engines opened before it are closed again."""
     ledger = Ledger.open(config.ledger_path)
     sandbox = DuckDBBackend.sandbox()
     rng = secure_random_source()
+    backends: dict[str, Backend] = {}
+    try:
+        for name, dataset in config.datasets.items():
+            backends[name] = _open_backend(dataset, environ)
+    except BaseException:
+        for backend in backends.values():
+            backend.close()
+        sandbox.close()
+        raise
     services = {
-        name: QueryService(
-            dataset, backend=DuckDBBackend(dataset.path), sandbox=sandbox, ledger=ledger, rng=rng
-        )
+        name: QueryService(dataset, backend=backends[name], sandbox=sandbox, ledger=ledger, rng=rng)
         for name, dataset in config.datasets.items()
     }
     return SessionContext(ledger=ledger, services=services)
+
+
+def _open_backend(dataset: DatasetPolicy, environ: Mapping[str, str]) -> Backend:
+    try:
+        return open_backend(dataset, environ=environ)
+    except BackendUnavailableError as error:
+        raise BackendUnavailableError(
+            f'dataset "{dataset.name}": {error.message}', detail=error.detail, hint=error.hint
+        ) from None
 
 
 class VeilServer:
@@ -69,9 +93,18 @@ async def _refuse_too_many(writer: asyncio.StreamWriter, limit: int) -> None:
     writer.close()
 
 
-def run_server(config: VeilConfig, *, host: str, port: int, on_ready: Callable[[int], None]) -> None:
-    """Blocking entry point for ``veil serve``: opens everything, then serves until interrupted."""
-    context = build_context(config)
+def run_server(
+    config: VeilConfig,
+    *,
+    host: str,
+    port: int,
+    on_ready: Callable[[int], None],
+    environ: Mapping[str, str],
+) -> None:
+    """Blocking entry point for ``veil serve``: opens everything, then serves until interrupted.
+
+    ``environ`` holds the variables that postgres datasets' ``dsn_env`` name (read in ``cli.py``)."""
+    context = build_context(config, environ=environ)
     server = VeilServer(config, context)
 
     async def main() -> None:

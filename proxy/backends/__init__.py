@@ -1,1 +1,39 @@
-"""Database engines behind one small interface: a dialect and ``execute``."""
+"""Database engines behind one small interface (``base.Backend``): a dialect, ``execute``, ``close``.
+
+``open_backend`` picks the engine a dataset's policy names. The environment is passed in (for a
+postgres dataset's ``dsn_env``) rather than read here, so this code never touches ``os.environ``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from proxy.backends.base import Backend
+from proxy.config import DUCKDB, POSTGRES, DatasetPolicy
+
+DIALECTS = {DUCKDB: "duckdb", POSTGRES: "postgres"}
+
+
+def dialect_of(dataset: DatasetPolicy) -> str:
+    """The sqlglot dialect to generate for a dataset, without opening its engine (``veil explain``)."""
+    return DIALECTS[dataset.backend]
+
+
+def open_backend(dataset: DatasetPolicy, *, environ: Mapping[str, str]) -> Backend:
+    """The dataset's engine, opened: DuckDB on ``path``, or a PostgreSQL pool on ``dsn``/``dsn_env``.
+
+    Raises ``BackendUnavailableError`` (or ``ConfigError`` for an unset ``dsn_env``) with a message
+    for the administrator when the engine cannot be reached at start-up."""
+    if dataset.backend == POSTGRES:
+        from proxy.backends.postgres import PostgresBackend
+
+        return PostgresBackend(
+            dataset.resolve_dsn(environ),
+            schema=dataset.schema,
+            pool_size=dataset.pool_size,
+            statement_timeout_ms=dataset.statement_timeout_ms,
+        )
+    from proxy.backends.duckdb import DuckDBBackend
+
+    assert dataset.path is not None  # parse_config requires a path for every duckdb dataset
+    return DuckDBBackend(dataset.path)

@@ -45,11 +45,11 @@ def copy_demo(demo: Demo, target: Path) -> Demo:
 
 
 def assert_one_error_line(result: Result, *mentions: str) -> str:
-    """Exit status 1, an ``Error:`` line naming ``mentions``, at most a hint after it, no traceback."""
+    """Exit status 1, an ``Error:`` line naming ``mentions``, at most a detail and a hint after it."""
     assert result.exit_code == 1, result.output
     lines = result.stderr.splitlines()
     assert lines and lines[0].startswith("Error: "), result.stderr
-    assert all(line.startswith("hint: ") for line in lines[1:]), result.stderr
+    assert all(line.startswith(("detail: ", "hint: ")) for line in lines[1:]), result.stderr
     for mention in mentions:
         assert mention in lines[0], lines[0]
     assert result.stdout == ""

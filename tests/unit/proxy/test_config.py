@@ -170,8 +170,18 @@ INVALID_DOCUMENTS: list[tuple[str, Callable[[Document], None], str]] = [
     ("unknown table key", _set(f"{VISITS}.owner", "x"), f"{VISITS}.owner: unknown key"),
     (
         "other backend",
-        _set("datasets.demo.backend", "postgres"),
-        'datasets.demo.backend: only "duckdb" is supported',
+        _set("datasets.demo.backend", "mysql"),
+        'datasets.demo.backend: must be "duckdb" or "postgres"',
+    ),
+    (
+        "dsn on a duckdb dataset",
+        _set("datasets.demo.dsn", "dbname=test"),
+        'datasets.demo.dsn: is only used with backend = "postgres"',
+    ),
+    (
+        "schema on a duckdb dataset",
+        _set("datasets.demo.schema", "public"),
+        'datasets.demo.schema: is only used with backend = "postgres"',
     ),
     ("missing dataset path", _delete("datasets.demo.path"), "datasets.demo.path: is required"),
     (
@@ -402,3 +412,129 @@ def test_rejects_non_positive_max_connections(tmp_path: Path) -> None:
 
 def test_dataset_lookup_ignores_case(tmp_path: Path) -> None:
     assert parse(valid_document(), tmp_path).dataset("DEMO") is not None
+
+
+# --- backend = "postgres" ---------------------------------------------------------------------------
+
+
+def postgres_document(**dataset: Any) -> Document:
+    """The valid document with its dataset moved to PostgreSQL (no path; a DSN instead)."""
+    document = valid_document()
+    demo = document["datasets"]["demo"]
+    del demo["path"]
+    demo.update(backend="postgres", dsn="host=db.internal port=5432 dbname=clinic user=veil_reader")
+    demo.update(dataset)
+    for key in [key for key, value in dataset.items() if value is None]:
+        del demo[key]
+    return document
+
+
+def _postgres(**dataset: Any) -> Callable[[Document], None]:
+    """A mutation that turns the document into ``postgres_document(**dataset)`` (None removes a key)."""
+
+    def mutate(document: Document) -> None:
+        document.clear()
+        document.update(postgres_document(**dataset))
+
+    return mutate
+
+
+DEMO = "datasets.demo"
+INVALID_POSTGRES_DATASETS: list[tuple[str, Callable[[Document], None], str]] = [
+    (
+        "path on a postgres dataset",
+        _postgres(path="demo.duckdb"),
+        f'{DEMO}.path: is only used with backend = "duckdb"; name the server with dsn or dsn_env',
+    ),
+    ("neither dsn nor dsn_env", _postgres(dsn=None), f"{DEMO}.dsn: give exactly one of dsn"),
+    ("both dsn and dsn_env", _postgres(dsn_env="VEIL_DSN"), f"{DEMO}.dsn: give exactly one of dsn"),
+    ("empty dsn", _postgres(dsn="  "), f"{DEMO}.dsn: must not be empty"),
+    ("dsn is not text", _postgres(dsn=5432), f"{DEMO}.dsn: must be a string, got 5432"),
+    (
+        "unparsable dsn",
+        _postgres(dsn="host=db port"),
+        f"{DEMO}.dsn: is not a valid libpq connection string or postgresql:// URL",
+    ),
+    (
+        "dsn_env not a variable name",
+        _postgres(dsn=None, dsn_env="MY-DSN"),
+        f"{DEMO}.dsn_env: must be the name of an environment variable",
+    ),
+    ("schema not a name", _postgres(schema="my schema"), f"{DEMO}.schema: must be a schema name"),
+    ("zero pool", _postgres(pool_size=0), f"{DEMO}.pool_size: must be a positive integer"),
+    (
+        "zero timeout",
+        _postgres(statement_timeout_ms=0),
+        f"{DEMO}.statement_timeout_ms: must be a positive integer (milliseconds)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [pytest.param(mutate, message, id=name) for name, mutate, message in INVALID_POSTGRES_DATASETS],
+)
+def test_rejects_invalid_postgres_dataset_naming_the_key_path(
+    tmp_path: Path, mutate: Callable[[Document], None], message: str
+) -> None:
+    document = valid_document()
+    mutate(document)
+    with pytest.raises(ConfigError) as raised:
+        parse(document, tmp_path)
+    assert message in raised.value.message
+
+
+def test_parses_postgres_dataset(tmp_path: Path) -> None:
+    demo = parse(
+        postgres_document(schema="Clinic_2024", pool_size=8, statement_timeout_ms=30000), tmp_path
+    ).dataset("demo")
+    assert (demo.backend, demo.path) == ("postgres", None)
+    assert demo.dsn == "host=db.internal port=5432 dbname=clinic user=veil_reader"
+    assert (demo.dsn_env, demo.schema, demo.pool_size, demo.statement_timeout_ms) == (
+        None,
+        "clinic_2024",
+        8,
+        30000,
+    )
+    assert demo.table("visits") is not None
+
+
+def test_postgres_dataset_defaults(tmp_path: Path) -> None:
+    demo = parse(postgres_document(dsn="postgresql://veil@db/clinic"), tmp_path).dataset("demo")
+    assert (demo.schema, demo.pool_size, demo.statement_timeout_ms) == ("public", 4, None)
+
+
+def test_dsn_env_is_stored_and_resolved_only_from_the_mapping_given(tmp_path: Path) -> None:
+    demo = parse(postgres_document(dsn=None, dsn_env="CLINIC_DSN"), tmp_path).dataset("demo")
+    assert (demo.dsn, demo.dsn_env) == (None, "CLINIC_DSN")
+    assert (
+        demo.resolve_dsn({"CLINIC_DSN": "postgresql://u:secret@db/clinic"})
+        == "postgresql://u:secret@db/clinic"
+    )
+
+
+@pytest.mark.parametrize("environ", [{}, {"CLINIC_DSN": ""}], ids=["unset", "empty"])
+def test_unset_dsn_env_names_the_variable_and_key(tmp_path: Path, environ: dict[str, str]) -> None:
+    demo = parse(postgres_document(dsn=None, dsn_env="CLINIC_DSN"), tmp_path).dataset("demo")
+    with pytest.raises(
+        ConfigError, match=r"datasets\.demo\.dsn_env: the environment variable CLINIC_DSN is not set"
+    ):
+        demo.resolve_dsn(environ)
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    ["host=db dbname=clinic user=veil password=hunter2", "postgresql://veil:hunter2@db:5432/clinic"],
+    ids=["keywords", "url"],
+)
+def test_refuses_a_password_in_the_policy_file_without_quoting_it(tmp_path: Path, dsn: str) -> None:
+    with pytest.raises(ConfigError, match=r"datasets\.demo\.dsn: must not contain a password") as raised:
+        parse(postgres_document(dsn=dsn), tmp_path)
+    assert raised.value.hint is not None and "dsn_env" in raised.value.hint
+    assert "hunter2" not in raised.value.message + raised.value.hint
+
+
+def test_unparsable_dsn_is_not_quoted(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not a valid libpq") as raised:
+        parse(postgres_document(dsn="host=db password=hunter2 port"), tmp_path)
+    assert "hunter2" not in raised.value.message

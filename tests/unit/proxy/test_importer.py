@@ -374,3 +374,38 @@ def test_imports_gzipped_csv(config_path: Path, tmp_path: Path) -> None:
     policy = import_patients(config_path, source)
     assert policy.columns["income"].type is ColumnType.REAL
     assert rows(config_path, "SELECT count(*) FROM patients") == [(4,)]
+
+
+def postgres_config(tmp_path: Path, **dataset: str) -> Path:
+    path = tmp_path / "pg.toml"
+    write_document(path, {"datasets": {"clinic": {"backend": "postgres", **dataset}}})
+    return path
+
+
+def test_postgres_dataset_needs_the_variable_its_dsn_env_names(tmp_path: Path, csv_source: Path) -> None:
+    path = postgres_config(tmp_path, dsn_env="CLINIC_DSN")
+    before = path.read_bytes()
+    with pytest.raises(ConfigError, match=r"datasets\.clinic\.dsn_env: the environment variable CLINIC_DSN"):
+        import_table(path, dataset="clinic", table="t", source=csv_source, privacy_unit="row", environ={})
+    assert path.read_bytes() == before
+
+
+def test_postgres_dataset_unreachable_names_the_server_without_password(
+    tmp_path: Path, csv_source: Path
+) -> None:
+    path = postgres_config(tmp_path, dsn_env="CLINIC_DSN")
+    before = path.read_bytes()
+    dsn = f"host={tmp_path} port=5999 dbname=clinic user=veil password=hunter2 connect_timeout=2"
+    with pytest.raises(ConfigError, match="cannot connect to PostgreSQL at") as raised:
+        import_table(
+            path,
+            dataset="clinic",
+            table="t",
+            source=csv_source,
+            privacy_unit="row",
+            environ={"CLINIC_DSN": dsn},
+        )
+    assert f"host={tmp_path} port=5999 dbname=clinic user=veil" in raised.value.message
+    assert "No such file or directory" in raised.value.message  # libpq's reason
+    assert "hunter2" not in raised.value.message + str(raised.value.detail)
+    assert path.read_bytes() == before
