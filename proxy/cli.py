@@ -310,15 +310,25 @@ def budget() -> None:
 @click.argument("analyst_name", metavar="ANALYST")
 @click.argument("dataset")
 @click.argument("epsilon", type=float)
+@click.option(
+    "--delta",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Also grant this delta (for τ-thresholded GROUP BY).",
+)
 @config_option
 @json_option
 @friendly_errors
-def budget_grant(analyst_name: str, dataset: str, epsilon: float, config_path: Path, as_json: bool) -> None:
-    """Add EPSILON to ANALYST's budget on DATASET (grants accumulate).
+def budget_grant(
+    analyst_name: str, dataset: str, epsilon: float, delta: float, config_path: Path, as_json: bool
+) -> None:
+    """Add EPSILON (and --delta) to ANALYST's budget on DATASET (grants accumulate).
 
     \b
     Example:
       veil budget grant alice demo 1.0
+      veil budget grant alice demo 0 --delta 1e-5
     """
     config = load_config(config_path)
     if config.dataset(dataset) is None:
@@ -326,7 +336,7 @@ def budget_grant(analyst_name: str, dataset: str, epsilon: float, config_path: P
             f'dataset "{dataset}" is not declared in {config.path}',
             hint=f"datasets: {', '.join(config.datasets)}",
         )
-    balance = _ledger(config).grant(analyst_name, dataset, PrivacyLoss(epsilon))
+    balance = _ledger(config).grant(analyst_name, dataset, PrivacyLoss(epsilon, delta))
     _emit(_records([balance]), BALANCE_COLUMNS, as_json=as_json)
 
 
@@ -363,9 +373,14 @@ def budget_history(analyst_name: str, dataset: str | None, config_path: Path, as
 @click.option(
     "--epsilon", type=float, default=None, help="ε per query (default: the dataset's default_epsilon)."
 )
+@click.option(
+    "--delta", type=float, default=0.0, show_default=True, help="δ for GROUP BY keys taken from the data."
+)
 @json_option
 @friendly_errors
-def explain(sql: str, config_path: Path, dataset: str, epsilon: float | None, as_json: bool) -> None:
+def explain(
+    sql: str, config_path: Path, dataset: str, epsilon: float | None, delta: float, as_json: bool
+) -> None:
     """Show how Veil would answer SQL — engine query, mechanisms, price, error bounds — without spending.
 
     \b
@@ -384,14 +399,20 @@ def explain(sql: str, config_path: Path, dataset: str, epsilon: float | None, as
         )
     backend = open_backend(policy, environ=os.environ)
     try:
-        explanation = explain_query(policy, sql, backend=backend, epsilon=epsilon)
+        explanation = explain_query(policy, sql, backend=backend, epsilon=epsilon, delta=delta)
     finally:
         backend.close()
     if as_json:
         click.echo(json.dumps(dataclasses.asdict(explanation), indent=2))
         return
     click.echo(f"engine query:\n  {explanation.engine_sql}\n")
-    click.echo(f"charge: ε = {explanation.epsilon:g} over {explanation.cells} released row(s)")
+    rows = "data-derived keys" if explanation.cells is None else f"{explanation.cells} released row(s)"
+    delta = f", δ = {explanation.delta:g}" if explanation.delta else ""
+    click.echo(f"charge: ε = {explanation.epsilon:g}{delta} over {rows}")
+    if explanation.threshold is not None:
+        click.echo(
+            f"keys released only if their noisy number of people exceeds τ = {explanation.threshold:.4g}"
+        )
     _print_table([dataclasses.asdict(m) for m in explanation.measurements], list(MEASUREMENT_COLUMNS))
 
 

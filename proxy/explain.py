@@ -27,12 +27,19 @@ class MeasurementExplanation:
 class Explanation:
     engine_sql: str
     epsilon: float
-    cells: int
+    cells: int | None  # None: keys come from the data (τ-thresholding)
+    delta: float
+    threshold: float | None
     measurements: tuple[MeasurementExplanation, ...]
 
 
 def explain_query(
-    dataset: DatasetPolicy, sql: str, *, backend: Backend, epsilon: float | None = None
+    dataset: DatasetPolicy,
+    sql: str,
+    *,
+    backend: Backend,
+    epsilon: float | None = None,
+    delta: float = 0.0,
 ) -> Explanation:
     """``backend`` only evaluates GROUP BY key domains over VALUES lists; it reads no table."""
     trees = parse_statements(sql)
@@ -43,7 +50,7 @@ def explain_query(
         raise UnsupportedQueryError("only queries on private tables have a privacy cost to explain")
     shape = resolve_group_domains(statement.shape, execute=backend.execute, dialect=backend.dialect)
     plan, engine_sql = prepare_release(
-        shape, epsilon=checked_epsilon(dataset, epsilon), dialect=backend.dialect
+        shape, epsilon=checked_epsilon(dataset, epsilon), delta=delta, dialect=backend.dialect
     )
     cells = shape.cells
     measurements = tuple(
@@ -54,9 +61,11 @@ def explain_query(
             epsilon=m.epsilon,
             noise_scale=m.sensitivity / m.epsilon,
             # +1 grid step makes the continuous bound hold for the discrete noise (docs/privacy.md)
-            error_bound_95=laplace_error_bound(sensitivity=m.sensitivity, epsilon=m.epsilon, outputs=cells)
+            error_bound_95=laplace_error_bound(
+                sensitivity=m.sensitivity, epsilon=m.epsilon, outputs=cells or 1
+            )
             + (1.0 if m.exact_integer else 0.0),
         )
         for m in plan.measurements
     )
-    return Explanation(engine_sql, plan.epsilon, cells, measurements)
+    return Explanation(engine_sql, plan.epsilon, cells, plan.delta, plan.threshold, measurements)

@@ -37,7 +37,7 @@ from proxy.analysis.statements import (
 from proxy.backends.base import Backend
 from proxy.backends.duckdb import DuckDBBackend
 from proxy.config import ColumnType, DatasetPolicy
-from proxy.errors import InvalidParameterValueError, UnsupportedQueryError
+from proxy.errors import InvalidParameterValueError, PolicyViolationError, UnsupportedQueryError
 from proxy.release.apply import ReleasedTable, ResultColumn, release
 from proxy.release.plan import ReleasePlan, price_query
 from proxy.release.postprocess import PostprocessEngine
@@ -150,7 +150,10 @@ class QueryService:
         self, shape: QueryShape, text: str, *, principal: Principal, settings: SessionSettings
     ) -> StatementOutcome:
         shape = resolve_group_domains(shape, execute=self.backend.execute, dialect=self.backend.dialect)
-        plan, sql = prepare_release(shape, epsilon=self.epsilon(settings), dialect=self.backend.dialect)
+        delta = float(settings.get("veil.delta"))
+        plan, sql = prepare_release(
+            shape, epsilon=self.epsilon(settings), delta=delta, dialect=self.backend.dialect
+        )
         reservation = self.ledger.reserve(principal.name, self.dataset.name, plan.loss, statement=text)
         try:
             _, exact_rows = self.backend.execute(sql)
@@ -223,7 +226,7 @@ def resolve_group_domains(shape: QueryShape, *, execute: Execute, dialect: str) 
     engine) over the values the policy allows — never over a table."""
     keys = []
     for key in shape.group_keys:
-        if key.values is None:
+        if key.values is None and not key.thresholded:
             sql = domain_query(key, table=shape.table, dialect=dialect).sql(dialect=dialect)
             values = sorted(
                 {_plain_key(row[0]) for row in execute(sql)[1] if row[0] is not None}, key=_sort_key
@@ -258,15 +261,25 @@ def _key_type(values: list[Any], fallback: ColumnType) -> ColumnType:
     return fallback
 
 
-def prepare_release(shape: QueryShape, *, epsilon: float, dialect: str) -> tuple[ReleasePlan, str]:
+def prepare_release(
+    shape: QueryShape, *, epsilon: float, dialect: str, delta: float = 0.0
+) -> tuple[ReleasePlan, str]:
     """Price and rewrite without touching the engine or the ledger (``veil explain`` stops here)."""
+    if shape.thresholded and delta <= 0:
+        key = next(key for key in shape.group_keys if key.thresholded)
+        raise PolicyViolationError(
+            f"GROUP BY {key.label}: the keys are not public",
+            detail=f'"{key.source.name}" is private and has no public value list, so its keys would come from the data',
+            hint="SET veil.delta = 1e-6 (for example) to release only keys that enough people share "
+            "(τ-thresholding), or declare the column public with its values in the policy",
+        )
     cells = shape.cells
-    if cells > MAX_GROUP_CELLS:
+    if cells is not None and cells > MAX_GROUP_CELLS:
         raise UnsupportedQueryError(
             f"the GROUP BY has {cells} public cells; at most {MAX_GROUP_CELLS} are answered",
             hint="group by fewer columns or filter with WHERE",
         )
-    plan = price_query(shape, epsilon=epsilon)
+    plan = price_query(shape, epsilon=epsilon, delta=delta if shape.thresholded else 0.0)
     return plan, bounded_query(shape, exact_quantities(shape), dialect=dialect).sql(dialect=dialect)
 
 

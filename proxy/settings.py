@@ -37,6 +37,19 @@ def _epsilon(value: str) -> str:
     return repr(number)
 
 
+def _delta(value: str) -> str:
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not (math.isfinite(number) and 0 <= number < 1):
+        raise InvalidParameterValueError(
+            f'invalid value for parameter "veil.delta": "{value}"',
+            hint="use a number in [0, 1), such as 1e-6",
+        )
+    return repr(number)
+
+
 def _utf8_only(value: str) -> str:
     """Like PostgreSQL, ignore case and non-alphanumerics: asyncpg sends ``'utf-8'`` with quotes."""
     if "".join(ch for ch in value if ch.isalnum()).upper() not in ("UTF8", "UNICODE"):
@@ -53,6 +66,12 @@ SETTINGS: tuple[Setting, ...] = (
         "Epsilon spent by each DP query of this session (default: the dataset's default_epsilon; "
         "at most its max_epsilon).",
         _epsilon,
+    ),
+    Setting(
+        "veil.delta",
+        "0.0",
+        "Delta spent by a query whose group keys come from the data (τ-thresholding); 0 refuses such queries.",
+        _delta,
     ),
     Setting("application_name", "", "Client application name, reported back to the client.", reported=True),
     Setting("client_encoding", "UTF8", "Only UTF8 is supported.", _utf8_only, reported=True),

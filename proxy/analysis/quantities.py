@@ -42,6 +42,9 @@ class Quantity:
         return f"{name[self.kind]}({self.column.name})"
 
 
+THRESHOLD_QUANTITY = Quantity(QuantityKind.UNITS, None)
+
+
 def quantities_for(aggregate: Aggregate) -> tuple[Quantity, ...]:
     """In the order the release computes from: SUM first, then squares, then the count."""
     column = aggregate.column
@@ -69,4 +72,6 @@ def exact_quantities(shape: QueryShape) -> tuple[Quantity, ...]:
     for aggregate in shape.aggregates:
         for quantity in quantities_for(aggregate):
             ordered.setdefault(quantity, None)
+    if shape.thresholded:  # the noisy number of people per key decides which keys are released
+        ordered.setdefault(THRESHOLD_QUANTITY, None)
     return tuple(ordered)

@@ -77,19 +77,23 @@ class Aggregate:
 class GroupKey:
     """A GROUP BY item: a public column, or an expression of one column whose value domain is
     public — the column's own value list, or the expression evaluated over every integer between
-    the column's bounds (``FLOOR(age / 10) * 10``). ``values`` is None until that is computed."""
+    the column's bounds (``FLOOR(age / 10) * 10``). ``values`` is None until that is computed.
+
+    A key with no public domain is ``thresholded``: its keys come from the data, and only those that
+    enough people share pass a noisy threshold calibrated to (ε, δ) (τ-thresholding)."""
 
     expression: exp.Expression  # over the table's own columns, unqualified
     source: ColumnPolicy
     values: tuple[Any, ...] | None
     type: ColumnType
+    thresholded: bool = False
 
     @property
     def label(self) -> str:
         return self.expression.sql(dialect="postgres")
 
     def with_domain(self, values: tuple[Any, ...], type_: ColumnType) -> GroupKey:
-        return GroupKey(self.expression, self.source, values, type_)
+        return GroupKey(self.expression, self.source, values, type_, self.thresholded)
 
 
 MAX_DERIVED_DOMAIN = 100_000  # integers evaluated to derive an expression's public key domain
@@ -105,8 +109,15 @@ class QueryShape:
     output_names: tuple[str, ...]
 
     @property
-    def cells(self) -> int:
-        """How many group rows the answer has: the product of the key domains (1 without GROUP BY)."""
+    def thresholded(self) -> bool:
+        return any(key.thresholded for key in self.group_keys)
+
+    @property
+    def cells(self) -> int | None:
+        """How many group rows the answer can have: the product of the public key domains (1 without
+        GROUP BY); None when keys come from the data (τ-thresholding)."""
+        if self.thresholded:
+            return None
         return math.prod(len(key.values or ()) for key in self.group_keys)
 
     def with_group_keys(self, keys: tuple[GroupKey, ...]) -> QueryShape:
@@ -223,12 +234,13 @@ class _Scope:
         expression = self.unqualified(_resolve_reference(item, select))
         if isinstance(expression, exp.Column):
             column = self.column(expression)
-            if not column.public:
+            if column.name == self.table.privacy_unit:
                 raise refuse(
-                    f'column "{column.name}" is private and cannot be used in GROUP BY',
-                    hint="group keys must have a public value list in the policy (public = true, values = [...]),"
-                    " or be an expression of an integer column with bounds",
+                    f'GROUP BY the privacy unit "{column.name}" would make one group per person',
+                    hint="count people with COUNT(DISTINCT …) instead",
                 )
+            if not column.public:
+                return GroupKey(expression, column, None, column.type, thresholded=True)
             return GroupKey(expression, column, column.values, column.type)
         check_predicate(expression, clause="GROUP BY")
         columns = {node.name for node in expression.find_all(exp.Column)}
@@ -238,14 +250,8 @@ class _Scope:
                 hint="group by an expression of a single public column or bounded integer column",
             )
         column = self.column(exp.column(columns.pop()))
-        if not (column.public or _small_integer_range(column)):
-            raise refuse(
-                f"GROUP BY {expression.sql(dialect='postgres')}: the keys of an expression of "
-                f'"{column.name}" cannot be derived from the policy',
-                hint=f"declare {column.name} public with its values, or as an integer column with lower and upper"
-                f" at most {MAX_DERIVED_DOMAIN} apart",
-            )
-        return GroupKey(expression, column, None, column.type)
+        derivable = column.public or _small_integer_range(column)
+        return GroupKey(expression, column, None, column.type, thresholded=not derivable)
 
 
 def _small_integer_range(column: ColumnPolicy) -> bool:

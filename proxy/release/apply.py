@@ -17,7 +17,7 @@ from typing import Any
 
 from mechanisms.laplace import discrete_laplace_mechanism, laplace_mechanism
 from mechanisms.random_source import RandomSource
-from proxy.analysis.quantities import Quantity, quantities_for
+from proxy.analysis.quantities import THRESHOLD_QUANTITY, Quantity, quantities_for
 from proxy.analysis.shape import Aggregate, AggregateKind, aggregate_column, key_column
 from proxy.config import ColumnType
 from proxy.release.plan import Measurement, ReleasePlan
@@ -46,10 +46,13 @@ def release(plan: ReleasePlan, exact_rows: Sequence[tuple[Any, ...]], *, rng: Ra
     """The noisy table: every public cell, each aggregate computed from noisy quantities."""
     keys = len(plan.shape.group_keys)
     exact = {tuple(row[:keys]): row[keys:] for row in exact_rows}
+    cells = list(exact) if plan.threshold is not None else public_cells(plan)
     rows = []
-    for cell in public_cells(plan):
+    for cell in cells:
         values = exact.get(cell, (None,) * len(plan.measurements))
         noisy = {m.quantity: _noisy(m, v, rng=rng) for m, v in zip(plan.measurements, values, strict=True)}
+        if plan.threshold is not None and noisy[THRESHOLD_QUANTITY] <= plan.threshold:
+            continue  # too few people share this data-derived key to show that it exists
         rows.append(cell + tuple(_aggregate_value(a, noisy) for a in plan.shape.aggregates))
     return ReleasedTable(_noisy_columns(plan), rows)
 

@@ -12,7 +12,7 @@ from fractions import Fraction
 
 from budget.ledger import as_decimal
 from budget.loss import PrivacyLoss
-from proxy.analysis.quantities import Quantity, QuantityKind, exact_quantities
+from proxy.analysis.quantities import THRESHOLD_QUANTITY, Quantity, QuantityKind, exact_quantities
 from proxy.analysis.shape import QueryShape
 from proxy.config import ColumnType
 
@@ -35,17 +35,21 @@ class ReleasePlan:
     shape: QueryShape
     measurements: tuple[Measurement, ...]
     epsilon: float  # what the ledger is charged: >= the exact sum of the shares
+    delta: float = 0.0  # > 0 only when keys come from the data
+    threshold: float | None = None  # τ: a data-derived key is released iff its noisy people count > τ
 
     @property
     def loss(self) -> PrivacyLoss:
-        return PrivacyLoss(self.epsilon, 0.0)
+        return PrivacyLoss(self.epsilon, self.delta)
 
     def describe(self) -> str:
         shares = ", ".join(f"{m.quantity.label} ε={m.epsilon:.4g}" for m in self.measurements)
-        return f"ε={self.epsilon:.4g} ({shares})"
+        charge = f"ε={self.epsilon:.4g}" + (f", δ={self.delta:.3g}" if self.delta else "")
+        keys = f"; keys released above τ={self.threshold:.4g} people" if self.threshold is not None else ""
+        return f"{charge} ({shares}{keys})"
 
 
-def sensitivity(quantity: Quantity, *, max_contributions: int, cells: int) -> float:
+def sensitivity(quantity: Quantity, *, max_contributions: int, cells: int | None) -> float:
     """ℓ1 sensitivity of a quantity's vector over all group cells, under add/remove-one-person.
 
     Each person's contribution vector is scaled to L rows in total across all groups
@@ -56,7 +60,7 @@ def sensitivity(quantity: Quantity, *, max_contributions: int, cells: int) -> fl
     """
     bound = float(max_contributions)
     if quantity.kind is QuantityKind.UNITS:
-        return 1.0 if cells == 1 else min(bound, float(cells))
+        return 1.0 if cells == 1 else bound if cells is None else min(bound, float(cells))
     if quantity.kind in (QuantityKind.ROWS, QuantityKind.NON_NULL):
         return bound
     column = quantity.column
@@ -96,18 +100,36 @@ def split_epsilon(epsilon: float, parts: int) -> float:
     return share
 
 
-def price_query(shape: QueryShape, *, epsilon: float) -> ReleasePlan:
+def price_query(shape: QueryShape, *, epsilon: float, delta: float = 0.0) -> ReleasePlan:
     quantities = exact_quantities(shape)
     share = split_epsilon(epsilon, len(quantities))
-    cells = shape.cells
     measurements = tuple(
         Measurement(
             quantity=quantity,
-            sensitivity=sensitivity(quantity, max_contributions=shape.table.max_contributions, cells=cells),
+            sensitivity=sensitivity(
+                quantity, max_contributions=shape.table.max_contributions, cells=shape.cells
+            ),
             epsilon=share,
             exact_integer=_exactly_integer(quantity, shape),
             integer_output=_integer_valued(quantity),
         )
         for quantity in quantities
     )
-    return ReleasePlan(shape, measurements, epsilon)
+    if not shape.thresholded:
+        return ReleasePlan(shape, measurements, epsilon)
+    gate = next(m for m in measurements if m.quantity == THRESHOLD_QUANTITY)
+    groups_per_person = 1 if shape.table.privacy_unit is None else shape.table.max_contributions
+    return ReleasePlan(shape, measurements, epsilon, delta, key_threshold(gate, groups_per_person, delta))
+
+
+def key_threshold(gate: Measurement, groups_per_person: int, delta: float) -> float:
+    """τ for releasing data-derived keys (Korolova et al. 2009; Wilson et al. 2020, "Differentially
+    private SQL with bounded user contribution").
+
+    A key held only by the added person has an exact people count of at most 1. With Laplace noise
+    of scale b, ``P(1 + Lap(b) > τ) = ½·exp(−(τ − 1)/b)``. That person adds at most
+    ``groups_per_person`` such keys, so by the union bound all stay hidden except with probability
+    ``groups_per_person · ½·exp(−(τ − 1)/b) = δ`` when ``τ = 1 + b·ln(groups_per_person / (2δ))``.
+    """
+    scale = gate.sensitivity / gate.epsilon
+    return 1.0 + scale * math.log(groups_per_person / (2.0 * delta))

@@ -65,6 +65,8 @@ def bounded_query(shape: QueryShape, quantities: tuple[Quantity, ...], *, dialec
         return _grouped(exp.select(*keys, *measures).from_(rows.subquery("_dp_filtered")), keys)
     partials = _per_person_partials(rows, quantities, keys)
     bound = shape.table.max_contributions
+    if shape.thresholded:
+        partials = _first_groups(partials, keys, bound)
     if not keys:  # one partial per person: the person's total is the partial itself
         measures = _weighted_sums(quantities, rows=_weight(bound, exp.column(ROWS)), groups=None)
         return exp.select(*measures).from_(partials.subquery("_dp_partials"))
@@ -112,7 +114,7 @@ def _grouped(query: exp.Select, keys: list[exp.Column]) -> exp.Select:
 
 def _aggregate(quantity: Quantity) -> exp.Expression:
     """The plain aggregate of a quantity over filtered rows (or per person, for partials)."""
-    if quantity.kind is QuantityKind.ROWS:
+    if quantity.kind in (QuantityKind.ROWS, QuantityKind.UNITS):  # UNITS here: rows are people
         return exp.Count(this=exp.Star())
     assert quantity.column is not None
     value = exp.column(value_alias(quantity.column))
@@ -132,6 +134,19 @@ def _per_person_partials(
     partials += [_aggregate(q).as_(alias) for alias, q in needed.items()]
     unit = exp.column(UNIT)
     return exp.select(unit, *keys, *partials).from_(rows.subquery("_dp_filtered")).group_by(unit, *keys)
+
+
+def _first_groups(partials: exp.Select, keys: list[exp.Column], bound: int) -> exp.Select:
+    """Keys come from the data: keep each person in at most L groups (the first L by key), so one
+    person can add at most L keys — the count the threshold's δ is calibrated for."""
+    rank = exp.Window(
+        this=exp.RowNumber(),
+        partition_by=[exp.column(UNIT)],
+        order=exp.Order(expressions=[exp.Ordered(this=key.copy()) for key in keys]),
+    )
+    ranked = exp.select(exp.Star(), rank.as_("_dp_group_rank")).from_(partials.subquery("_dp_all_groups"))
+    limit = exp.LTE(this=exp.column("_dp_group_rank"), expression=exp.convert(bound))
+    return exp.select(exp.Star()).from_(ranked.subquery("_dp_ranked")).where(limit)
 
 
 def _weight(bound: int, total: exp.Column) -> exp.Expression:
@@ -154,7 +169,7 @@ def _filtered_rows(shape: QueryShape, quantities: tuple[Quantity, ...], *, diale
     conditions = (
         [error_free(shape.where, table=shape.table, dialect=dialect)] if shape.where is not None else []
     )
-    conditions += [_in_public_domain(key, shape, dialect) for key in shape.group_keys]
+    conditions += [_in_public_domain(key, shape, dialect) for key in shape.group_keys if not key.thresholded]
     return rows.where(exp.and_(*conditions)) if conditions else rows
 
 

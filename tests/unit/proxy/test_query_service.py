@@ -10,14 +10,17 @@ import pytest
 
 from budget.ledger import Ledger, SpendState
 from budget.loss import PrivacyLoss
+from proxy.analysis.statements import PrivateQuery, classify
 from proxy.backends.duckdb import DuckDBBackend
 from proxy.errors import (
     BackendUnavailableError,
     BudgetExhaustedError,
     InvalidParameterValueError,
+    PolicyViolationError,
     as_proxy_error,
 )
-from proxy.query_service import Principal, QueryService, StatementOutcome
+from proxy.query_service import Principal, QueryService, StatementOutcome, prepare_release
+from proxy.release.apply import release
 from proxy.settings import SessionSettings
 from proxy.wire.scram import make_scram_verifier
 from tests.unit.proxy.policy_fixture import clinic_policy
@@ -29,7 +32,7 @@ ALICE = Principal("alice")
 def ledger(tmp_path: Path) -> Ledger:
     ledger = Ledger.create(tmp_path / "ledger.sqlite")
     ledger.add_analyst("alice", make_scram_verifier("secret", iterations=1))
-    ledger.grant("alice", "clinic", PrivacyLoss(1.0))
+    ledger.grant("alice", "clinic", PrivacyLoss(1.0, 1e-5))
     return ledger
 
 
@@ -41,6 +44,8 @@ def service(tmp_path: Path, ledger: Ledger) -> QueryService:
             " CASE WHEN i % 2 = 0 THEN 'north' ELSE 'south' END AS region,"
             " CASE WHEN i % 3 = 0 THEN 'female' ELSE 'male' END AS sex FROM range(3000) t(i)"
         )  # no `people` table: queries on it fail in the engine
+        # one person alone holds the note 'secret': a data-derived key that must never be released
+        connection.execute("INSERT INTO visits VALUES (99999, 25, 10.0, 'secret', 'north', 'male')")
     return QueryService(
         clinic_policy(tmp_path),
         backend=DuckDBBackend(tmp_path / "clinic.duckdb"),
@@ -160,3 +165,36 @@ def test_post_processing_orders_limits_and_computes(service: QueryService, ledge
     assert len(outcome.table.rows) == 1
     assert outcome.tag == "SELECT 1"
     assert ledger.balance("alice", "clinic").spent_epsilon == pytest.approx(0.1)
+
+
+def test_group_keys_from_the_data_need_delta(service: QueryService, ledger: Ledger) -> None:
+    with pytest.raises(PolicyViolationError, match="keys are not public") as raised:
+        run(service, "SELECT note, COUNT(*) FROM visits GROUP BY note")
+    assert "veil.delta" in (raised.value.hint or "")
+    assert ledger.history("alice") == []
+
+
+def test_thresholding_releases_shared_keys_and_hides_a_single_persons_key(
+    service: QueryService, ledger: Ledger
+) -> None:
+    settings = SessionSettings({"veil.epsilon": "1", "veil.delta": "1e-6"})
+    outcome = run(service, "SELECT note, COUNT(*) FROM visits GROUP BY note", settings)
+    assert outcome.table is not None
+    assert [row[0] for row in outcome.table.rows] == ["x"]
+    balance = ledger.balance("alice", "clinic")
+    assert (balance.spent_epsilon, balance.spent_delta) == (pytest.approx(1.0), pytest.approx(1e-6))
+    assert "τ=" in outcome.notices[0]
+
+
+def test_a_key_held_by_one_person_is_never_released_over_many_draws(service: QueryService) -> None:
+    """P(release) per draw is at most δ / L = 3.3e-7 (spec: union bound); 2,000 seeded draws."""
+    (tree,) = service.parse("SELECT note, COUNT(*) FROM visits GROUP BY note")
+    statement = classify(tree, service.dataset)
+    assert isinstance(statement, PrivateQuery)
+    plan, _ = prepare_release(statement.shape, epsilon=1.0, delta=1e-6, dialect="duckdb")
+    # exact rows: key, COUNT(*) total, people count (the threshold quantity)
+    exact = [("x", 3000.0, 1000.0), ("secret", 1.0, 1.0)]
+    released = [
+        {row[0] for row in release(plan, exact, rng=random.Random(seed)).rows} for seed in range(2000)
+    ]
+    assert all(keys == {"x"} for keys in released)
