@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mechanisms.laplace import laplace_error_bound
 from proxy.analysis.parse import parse_statements
 from proxy.analysis.statements import PrivateQuery, classify
 from proxy.backends.base import Backend
@@ -56,15 +55,11 @@ def explain_query(
     measurements = tuple(
         MeasurementExplanation(
             quantity=m.quantity.label,
-            mechanism="discrete Laplace" if m.exact_integer else "Laplace on a 2^k grid",
+            mechanism=m.mechanism,
             sensitivity=m.sensitivity,
             epsilon=m.epsilon,
             noise_scale=m.sensitivity / m.epsilon,
-            # +1 grid step makes the continuous bound hold for the discrete noise (docs/privacy.md)
-            error_bound_95=laplace_error_bound(
-                sensitivity=m.sensitivity, epsilon=m.epsilon, outputs=cells or 1
-            )
-            + (1.0 if m.exact_integer else 0.0),
+            error_bound_95=m.error_bound(cells=cells or 1),
         )
         for m in plan.measurements
     )

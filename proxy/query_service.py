@@ -164,12 +164,18 @@ class QueryService:
         self.ledger.commit(reservation)  # noisy values exist: from here on the spend stands
         table = self._postprocess(shape, noisy)
         balance = self.ledger.balance(principal.name, self.dataset.name)
-        notice = (
+        notices = [
             f"differential privacy: this answer spent {plan.describe()}; "
             f"{balance.remaining_epsilon:.6g} of {balance.granted_epsilon:.6g} ε remains on dataset {self.dataset.name}"
-        )
+        ]
+        if settings.get("veil.show_error") == "on":
+            cells = max(len(noisy.rows), 1)
+            bounds = ", ".join(
+                f"{m.quantity.label} ±{m.error_bound(cells=cells):.4g}" for m in plan.measurements
+            )
+            notices.append(f"95% error bounds of the noise (over all {cells} row(s)): {bounds}")
         log.info("released analyst=%s dataset=%s epsilon=%s", principal.name, self.dataset.name, plan.epsilon)
-        return StatementOutcome(f"SELECT {len(table.rows)}", table=table, notices=(notice,))
+        return StatementOutcome(f"SELECT {len(table.rows)}", table=table, notices=tuple(notices))
 
     def _postprocess(self, shape: QueryShape, noisy: ReleasedTable) -> ReleasedTable:
         """The query's own arithmetic, HAVING, ORDER BY and LIMIT, over noisy values only."""

@@ -50,6 +50,24 @@ def _delta(value: str) -> str:
     return repr(number)
 
 
+def _on_off(value: str) -> str:
+    words = {
+        "on": "on",
+        "true": "on",
+        "1": "on",
+        "yes": "on",
+        "off": "off",
+        "false": "off",
+        "0": "off",
+        "no": "off",
+    }
+    if value.lower() not in words:
+        raise InvalidParameterValueError(
+            f'invalid value for a boolean parameter: "{value}"', hint="use on or off"
+        )
+    return words[value.lower()]
+
+
 def _utf8_only(value: str) -> str:
     """Like PostgreSQL, ignore case and non-alphanumerics: asyncpg sends ``'utf-8'`` with quotes."""
     if "".join(ch for ch in value if ch.isalnum()).upper() not in ("UTF8", "UNICODE"):
@@ -72,6 +90,12 @@ SETTINGS: tuple[Setting, ...] = (
         "0.0",
         "Delta spent by a query whose group keys come from the data (τ-thresholding); 0 refuses such queries.",
         _delta,
+    ),
+    Setting(
+        "veil.show_error",
+        "off",
+        "on: a NOTICE after each DP answer gives, per noisy quantity, the 95% error bound of its noise.",
+        _on_off,
     ),
     Setting("application_name", "", "Client application name, reported back to the client.", reported=True),
     Setting("client_encoding", "UTF8", "Only UTF8 is supported.", _utf8_only, reported=True),

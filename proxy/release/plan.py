@@ -12,6 +12,7 @@ from fractions import Fraction
 
 from budget.ledger import as_decimal
 from budget.loss import PrivacyLoss
+from mechanisms.laplace import laplace_error_bound
 from proxy.analysis.quantities import THRESHOLD_QUANTITY, Quantity, QuantityKind, exact_quantities
 from proxy.analysis.shape import QueryShape
 from proxy.config import ColumnType
@@ -28,6 +29,18 @@ class Measurement:
     integer_output: (
         bool  # released as an integer (a count, or a sum of an integer column), rounded after noise
     )
+
+    @property
+    def mechanism(self) -> str:
+        return "discrete Laplace" if self.exact_integer else "Laplace on a 2^k grid"
+
+    def error_bound(self, *, cells: int, confidence: float = 0.95) -> float:
+        """No cell's noise exceeds this with probability >= confidence (union bound over cells); one
+        extra grid step makes the continuous bound hold for discrete noise (docs/privacy.md)."""
+        bound = laplace_error_bound(
+            sensitivity=self.sensitivity, epsilon=self.epsilon, confidence=confidence, outputs=cells
+        )
+        return bound + (1.0 if self.exact_integer else 0.0)
 
 
 @dataclass(frozen=True)

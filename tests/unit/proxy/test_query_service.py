@@ -198,3 +198,10 @@ def test_a_key_held_by_one_person_is_never_released_over_many_draws(service: Que
         {row[0] for row in release(plan, exact, rng=random.Random(seed)).rows} for seed in range(2000)
     ]
     assert all(keys == {"x"} for keys in released)
+
+
+def test_show_error_adds_the_95_percent_bounds(service: QueryService) -> None:
+    settings = SessionSettings({"veil.show_error": "on"})
+    outcome = run(service, "SELECT sex, COUNT(*) FROM visits GROUP BY sex", settings)
+    # sensitivity 3, ε 0.1: (3/0.1)·ln(2/0.05) = 110.67 over 2 cells
+    assert outcome.notices[1] == "95% error bounds of the noise (over all 2 row(s)): count(*) ±110.7"
