@@ -106,7 +106,8 @@ def exponential_error_bound(
     for name, count in (("candidates", candidates), ("top", top)):
         if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 1:
             raise MechanismError(
-                f"{name} must be a whole number >= 1, got {count!r}", hint="count the candidates released from"
+                f"{name} must be a whole number >= 1, got {count!r}",
+                hint="count the candidates released from",
             )
     if top > candidates:
         raise MechanismError(
@@ -115,7 +116,8 @@ def exponential_error_bound(
         )
     if not 0 < confidence < 1:
         raise MechanismError(
-            f"confidence must be strictly between 0 and 1, got {confidence!r}", hint="use e.g. confidence=0.95"
+            f"confidence must be strictly between 0 and 1, got {confidence!r}",
+            hint="use e.g. confidence=0.95",
         )
     scale = 2 * float(sensitivity) / float(epsilon)
     return scale * (math.log(candidates / top) - math.log1p(-confidence))
@@ -225,7 +227,9 @@ def _rate(*, sensitivity: int | Fraction | float, epsilon: float) -> Fraction:
     """ε/(2Δ) as an exact rational (every finite float is a dyadic rational, so Fraction() is exact)."""
     _check_positive_finite(epsilon, name="epsilon", hint=_EPSILON_HINT)
     _check_positive_finite(
-        sensitivity, name="sensitivity", hint="the most one privacy unit can change a score, e.g. max_contributions"
+        sensitivity,
+        name="sensitivity",
+        hint="the most one privacy unit can change a score, e.g. max_contributions",
     )
     return Fraction(epsilon) / (2 * Fraction(sensitivity))
 

@@ -29,7 +29,8 @@ Spec §5 ([L]; Dwork & Roth 2014, Thm A.1): adding N(0, σ²) with σ >= c·Δ�
    :func:`discrete_gaussian_sigma` bisects on σ. That curve is not monotone in σ for σ below about 1 (the
    floor inside the tails jumps), so the bisection only ever keeps a σ whose bound was checked to be <= δ;
    the result is always sound, if not always the smallest. For accounting by composition, the discrete
-   Gaussian is also Δ²/(2σ²)-zCDP, exactly like the continuous one (CKS 2020, Theorem 4), so
+   Gaussian is also Δ²/(2σ²)-zCDP, exactly like the continuous one (CKS 2020: the Rényi divergences of
+   shifted discrete Gaussians are at most those of continuous ones), so
    :func:`gaussian_rho` applies to both, and ρ-zCDP implies (ρ + 2·sqrt(ρ·ln(1/δ)), δ)-DP (Bun & Steinke,
    "Concentrated Differential Privacy: Simplifications, Extensions, and Lower Bounds", TCC 2016, Prop. 1.3):
    :func:`zcdp_to_approx_dp`.
@@ -83,6 +84,11 @@ SMALL_SIGMA = 256.0
 _SAFETY = 1e-9
 """Relative margin on every float evaluation of a δ (erfc, exp and log are accurate to a few ulps)."""
 
+_CALIBRATION_MARGIN = 1e-10
+"""σ is calibrated for δ·(1 - 1e-10), so that pricing it (a bisection on ε over the same float curve)
+lands clearly at or below ε: at δ itself, ulp-level jitter of the curve could tip the answer one way or
+the other."""
+
 _SENSITIVITY_HINT = "the query's l2 sensitivity; check lower/upper bounds and max_contributions"
 _EPSILON_HINT = "spend a positive budget, e.g. epsilon=1.0"
 _DELTA_HINT = "delta is a small probability such as 1e-6, well below 1/(number of privacy units)"
@@ -124,7 +130,10 @@ def analytic_gaussian_sigma(*, sensitivity: float, epsilon: float, delta: float)
     """
     _check_parameters(sensitivity=sensitivity, epsilon=epsilon, delta=delta)
     sensitivity, epsilon = float(sensitivity), float(epsilon)
-    return _bisect_sigma(lambda sigma: _analytic_delta(sensitivity, sigma, epsilon), delta, start=sensitivity)
+    target = delta * (1 - _CALIBRATION_MARGIN)
+    return _bisect_sigma(
+        lambda sigma: _analytic_delta(sensitivity, sigma, epsilon), target, start=sensitivity
+    )
 
 
 def gaussian_privacy_loss(*, sensitivity: float, sigma: float, delta: float) -> PrivacyLoss:
@@ -145,7 +154,7 @@ def gaussian_privacy_loss(*, sensitivity: float, sigma: float, delta: float) -> 
 
 
 def gaussian_rho(*, sensitivity: float, sigma: float) -> float:
-    """ρ = Δ₂²/(2σ²), rounded up: Gaussian noise, continuous or discrete (CKS 2020, Thm 4), is ρ-zCDP."""
+    """ρ = Δ₂²/(2σ²), rounded up: Gaussian noise, continuous or discrete (CKS 2020), is ρ-zCDP."""
     _check_positive_finite(sensitivity, name="sensitivity", hint=_SENSITIVITY_HINT)
     _check_positive_finite(sigma, name="sigma", hint="the noise's standard deviation")
     return _float_at_least(Fraction(sensitivity) ** 2 / (2 * Fraction(sigma) ** 2))
@@ -182,7 +191,10 @@ def discrete_gaussian_sigma(*, sensitivity: float, epsilon: float, delta: float)
     integer_sensitivity = _integer_sensitivity(sensitivity)
     epsilon = float(epsilon)
     start = analytic_gaussian_sigma(sensitivity=float(integer_sensitivity), epsilon=epsilon, delta=delta)
-    return _bisect_sigma(lambda sigma: _discrete_delta(integer_sensitivity, sigma, epsilon), delta, start=start)
+    target = delta * (1 - _CALIBRATION_MARGIN)
+    return _bisect_sigma(
+        lambda sigma: _discrete_delta(integer_sensitivity, sigma, epsilon), target, start=start
+    )
 
 
 def discrete_gaussian_privacy_loss(*, sensitivity: int, sigma: float, delta: float) -> PrivacyLoss:
@@ -278,7 +290,9 @@ def _discrete_delta_by_integrals(sensitivity: int, sigma: float, epsilon: float)
         if first - 0.5 >= sigma:
             bound = _tail_difference_by_midpoints(first, sensitivity, sigma, epsilon)
         else:
-            bound = _dg_tail_upper(first, sigma) - _times_exp(epsilon, _dg_tail_lower(first + sensitivity, sigma))
+            bound = _dg_tail_upper(first, sigma) - _times_exp(
+                epsilon, _dg_tail_lower(first + sensitivity, sigma)
+            )
         best = max(best, bound)
     return min(1.0, best)
 
@@ -422,7 +436,12 @@ def _check_positive_finite(number: float, *, name: str, hint: str) -> None:
 
 
 def _check_non_negative_finite(number: float, *, name: str, hint: str) -> None:
-    if isinstance(number, bool) or not isinstance(number, numbers.Real) or not math.isfinite(number) or number < 0:
+    if (
+        isinstance(number, bool)
+        or not isinstance(number, numbers.Real)
+        or not math.isfinite(number)
+        or number < 0
+    ):
         raise MechanismError(f"{name} must be a finite number >= 0, got {number!r}", hint=hint)
 
 

@@ -103,7 +103,9 @@ def quantile_privacy_loss(*, epsilon: float) -> PrivacyLoss:
     return exponential_privacy_loss(epsilon=epsilon)
 
 
-def quantile_grid(*, lower: float, upper: float, grid_size: int = DEFAULT_GRID_SIZE) -> npt.NDArray[np.float64]:
+def quantile_grid(
+    *, lower: float, upper: float, grid_size: int = DEFAULT_GRID_SIZE
+) -> npt.NDArray[np.float64]:
     """The G + 1 candidates lower, lower + (upper - lower)/G, ..., upper (public: depends on policy only)."""
     _check_bounds(lower, upper)
     _check_count(grid_size, name="grid_size", hint=f"use e.g. the default {DEFAULT_GRID_SIZE}")
@@ -126,7 +128,8 @@ def quantile_rank_error_bound(
     _check_count(grid_size, name="grid_size", hint=f"use e.g. the default {DEFAULT_GRID_SIZE}")
     if not 0 < confidence < 1:
         raise MechanismError(
-            f"confidence must be strictly between 0 and 1, got {confidence!r}", hint="use e.g. confidence=0.95"
+            f"confidence must be strictly between 0 and 1, got {confidence!r}",
+            hint="use e.g. confidence=0.95",
         )
     return 2 * max_contributions / epsilon * (math.log(grid_size + 1) - math.log1p(-confidence))
 
@@ -159,7 +162,9 @@ def _checked_values(values: object, *, lower: float, upper: float) -> npt.NDArra
             hint="clamp the column with GREATEST(lower, LEAST(upper, x)) before the quantile",
         )
     if array.size > 1 and bool((array[1:] < array[:-1]).any()):
-        raise MechanismError("sorted_values must be sorted ascending", hint="ORDER BY the column (or sort it)")
+        raise MechanismError(
+            "sorted_values must be sorted ascending", hint="ORDER BY the column (or sort it)"
+        )
     return array
 
 
@@ -190,5 +195,10 @@ def _check_count(count: int, *, name: str, hint: str) -> None:
 
 
 def _check_positive_finite(number: float, *, name: str, hint: str) -> None:
-    if isinstance(number, bool) or not isinstance(number, numbers.Real) or not math.isfinite(number) or number <= 0:
+    if (
+        isinstance(number, bool)
+        or not isinstance(number, numbers.Real)
+        or not math.isfinite(number)
+        or number <= 0
+    ):
         raise MechanismError(f"{name} must be a finite number greater than 0, got {number!r}", hint=hint)

@@ -41,7 +41,9 @@ def permute_and_flip_probabilities(scores: list[float], *, epsilon: float, sensi
     return released
 
 
-def frequencies(scores: list[int] | list[Fraction], *, draws: int, epsilon: float, sensitivity: float | Fraction):
+def frequencies(
+    scores: list[int] | list[Fraction], *, draws: int, epsilon: float, sensitivity: float | Fraction
+):
     rng = random.Random(SEED)
     counts = [0] * len(scores)
     for _ in range(draws):
@@ -205,7 +207,9 @@ def test_returns_a_valid_index_and_never_a_hopeless_candidate(
 
 @settings(max_examples=30, deadline=None)
 @given(
-    scores=st.lists(st.fractions(min_value=-1000, max_value=1000, max_denominator=50), min_size=1, max_size=20),
+    scores=st.lists(
+        st.fractions(min_value=-1000, max_value=1000, max_denominator=50), min_size=1, max_size=20
+    ),
     seed=st.integers(min_value=0, max_value=2**32),
 )
 def test_fraction_scores_return_a_valid_index(scores: list[Fraction], seed: int) -> None:
@@ -228,7 +232,7 @@ def test_privacy_loss_is_epsilon_pure() -> None:
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, 0.5, True, None, "3"])
 def test_rejects_scores_that_are_not_exact_numbers(bad: object) -> None:
-    with pytest.raises(MechanismError, match="scores must be integers or fractions.Fraction") as caught:
+    with pytest.raises(MechanismError, match=r"scores must be integers or fractions\.Fraction") as caught:
         exponential_mechanism([1, bad, 2], sensitivity=1, epsilon=1.0, rng=random.Random(SEED))  # type: ignore[list-item]
     assert caught.value.hint is not None
 

@@ -102,7 +102,9 @@ def test_selection_distribution_is_exact_on_a_tiny_case() -> None:
     draws = 20_000
     counts = dict.fromkeys([0.0, 1.0, 2.0, 3.0, 4.0], 0)
     for _ in range(draws):
-        counts[dp_quantile([1.0, 2.0, 3.0], q=0.5, lower=0.0, upper=4.0, epsilon=1.0, rng=rng, grid_size=4)] += 1
+        counts[
+            dp_quantile([1.0, 2.0, 3.0], q=0.5, lower=0.0, upper=4.0, epsilon=1.0, rng=rng, grid_size=4)
+        ] += 1
     statistic = sum((counts[float(i)] - draws * p) ** 2 / (draws * p) for i, p in enumerate(expected))
     assert statistic < 30
 
@@ -131,7 +133,13 @@ def test_more_contributions_mean_a_wider_spread(uniform_values: np.ndarray) -> N
         rng = random.Random(SEED)
         answers = [
             dp_quantile(
-                uniform_values, q=0.5, lower=0.0, upper=1.0, epsilon=1.0, rng=rng, max_contributions=contributions
+                uniform_values,
+                q=0.5,
+                lower=0.0,
+                upper=1.0,
+                epsilon=1.0,
+                rng=rng,
+                max_contributions=contributions,
             )
             for _ in range(30)
         ]
@@ -165,7 +173,7 @@ def test_rejects_q_outside_0_1(q: float) -> None:
 
 @pytest.mark.parametrize(("lower", "upper"), [(1.0, 1.0), (2.0, 1.0), (-math.inf, 1.0), (0.0, math.nan)])
 def test_rejects_bad_bounds(lower: float, upper: float) -> None:
-    with pytest.raises(MechanismError, match="lower must be less than upper|must be a finite number"):
+    with pytest.raises(MechanismError, match=r"lower must be less than upper|must be a finite number"):
         call(lower=lower, upper=upper)
 
 
