@@ -98,6 +98,40 @@ def dp_quantile(
     return float(grid[index])
 
 
+def dp_quantile_from_histogram(
+    bucket_counts: Sequence[int],
+    *,
+    q: float,
+    lower: float,
+    upper: float,
+    epsilon: float,
+    sensitivity: int,
+    rng: RandomSource,
+) -> float:
+    """The same selection as :func:`dp_quantile`, from a histogram the database engine computed.
+
+    ``bucket_counts[j]`` is the (integer, possibly weighted) count of values in the grid cell
+    ``[y_j, y_{j+1})`` — the last cell also holds ``upper`` — so ``#{x < y_j}`` is the prefix sum of
+    the first j cells and no row leaves the engine. ``sensitivity`` is the most one privacy unit can
+    move any prefix sum or the total (e.g. L·K when each person's rows carry integer weights summing
+    to at most L·K). The candidates are the G + 1 grid points, G = ``len(bucket_counts)``.
+    """
+    _check_fraction(q)
+    _check_bounds(lower, upper)
+    _check_positive_finite(epsilon, name="epsilon", hint="spend a positive budget, e.g. epsilon=1.0")
+    _check_count(sensitivity, name="sensitivity", hint="the largest weight one unit can carry, e.g. 1")
+    if not bucket_counts or any(int(count) != count or count < 0 for count in bucket_counts):
+        raise MechanismError(
+            "bucket counts must be non-negative integers", hint="pass one count per grid cell"
+        )
+    below = [0, *np.cumsum(np.asarray(bucket_counts, dtype=object)).tolist()]
+    target = Fraction(q)
+    scale, scaled_target = target.denominator, target.numerator * below[-1]
+    scores = [-abs(scale * count - scaled_target) for count in below]
+    index = exponential_mechanism(scores, sensitivity=scale * sensitivity, epsilon=epsilon, rng=rng)
+    return float(quantile_grid(lower=lower, upper=upper, grid_size=len(bucket_counts))[index])
+
+
 def quantile_privacy_loss(*, epsilon: float) -> PrivacyLoss:
     """:func:`dp_quantile` run with ε is (ε, 0)-DP: one exponential-mechanism selection."""
     return exponential_privacy_loss(epsilon=epsilon)

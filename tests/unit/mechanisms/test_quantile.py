@@ -14,6 +14,7 @@ from mechanisms.errors import MechanismError
 from mechanisms.quantile import (
     DEFAULT_GRID_SIZE,
     dp_quantile,
+    dp_quantile_from_histogram,
     quantile_grid,
     quantile_privacy_loss,
     quantile_rank_error_bound,
@@ -210,3 +211,38 @@ def test_rejects_bad_values_without_quoting_them(values: object, message: str) -
         call(values)
     assert "123456789" not in str(caught.value) and "987654321" not in str(caught.value)
     assert caught.value.hint
+
+
+def test_histogram_variant_matches_the_sorted_values_variant() -> None:
+    """Same scores, same seed, same selection: the engine's histogram is just a faster way to count."""
+    values = sorted(random.Random(5).uniform(0, 100) for _ in range(2001))
+    grid_size = 100
+    counts = [0] * grid_size
+    for value in values:
+        counts[min(grid_size - 1, int(value * grid_size / 100))] += 1
+    for q in (0.0, 0.25, 0.5, 1.0):
+        from_values = dp_quantile(
+            values, q=q, lower=0, upper=100, epsilon=1.0, rng=random.Random(9), grid_size=grid_size
+        )
+        from_histogram = dp_quantile_from_histogram(
+            counts, q=q, lower=0, upper=100, epsilon=1.0, sensitivity=1, rng=random.Random(9)
+        )
+        assert from_histogram == from_values
+
+
+def test_histogram_median_is_near_the_true_median() -> None:
+    counts = [0] * 1000
+    counts[399] = counts[400] = 5_000  # half the mass just below 40.0, half just above
+    for seed in range(20):
+        median = dp_quantile_from_histogram(
+            counts, q=0.5, lower=0, upper=100, epsilon=1.0, sensitivity=1, rng=random.Random(seed)
+        )
+        # every other grid point is >= 5,000 ranks off: the exact median grid point wins
+        assert median == pytest.approx(40.0)
+
+
+def test_histogram_rejects_fractional_counts() -> None:
+    with pytest.raises(MechanismError, match="non-negative integers"):
+        dp_quantile_from_histogram(
+            [1, 2.5], q=0.5, lower=0, upper=1, epsilon=1.0, sensitivity=1, rng=random.Random(1)
+        )  # type: ignore[list-item]
