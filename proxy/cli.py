@@ -405,7 +405,10 @@ def explain(
     if as_json:
         click.echo(json.dumps(dataclasses.asdict(explanation), indent=2))
         return
-    click.echo(f"engine query:\n  {explanation.engine_sql}\n")
+    if explanation.engine_sql is not None:
+        click.echo(f"engine query:\n  {explanation.engine_sql}\n")
+    for column, sql in explanation.histogram_sql.items():
+        click.echo(f"histogram of {column} (for quantiles):\n  {sql}\n")
     rows = "data-derived keys" if explanation.cells is None else f"{explanation.cells} released row(s)"
     delta = f", δ = {explanation.delta:g}" if explanation.delta else ""
     click.echo(f"charge: ε = {explanation.epsilon:g}{delta} over {rows}")

@@ -9,7 +9,7 @@ from proxy.analysis.statements import PrivateQuery, classify
 from proxy.backends.base import Backend
 from proxy.config import DatasetPolicy
 from proxy.errors import UnsupportedQueryError
-from proxy.query_service import checked_epsilon, prepare_release, resolve_group_domains
+from proxy.query_service import checked_epsilon, histogram_queries, prepare_release, resolve_group_domains
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,8 @@ class MeasurementExplanation:
 
 @dataclass(frozen=True)
 class Explanation:
-    engine_sql: str
+    engine_sql: str | None  # the main query; None when every aggregate is a quantile
+    histogram_sql: dict[str, str]  # per column whose quantiles are measured
     epsilon: float
     cells: int | None  # None: keys come from the data (τ-thresholding)
     delta: float
@@ -63,4 +64,5 @@ def explain_query(
         )
         for m in plan.measurements
     )
-    return Explanation(engine_sql, plan.epsilon, cells, plan.delta, plan.threshold, measurements)
+    histograms = histogram_queries(plan, dialect=backend.dialect)
+    return Explanation(engine_sql, histograms, plan.epsilon, cells, plan.delta, plan.threshold, measurements)

@@ -21,7 +21,6 @@ from budget.ledger import Ledger
 from mechanisms.random_source import RandomSource
 from proxy import __version__
 from proxy.analysis.parse import parse_statements
-from proxy.analysis.quantities import exact_quantities
 from proxy.analysis.shape import QueryShape
 from proxy.analysis.statements import (
     ConstantQuery,
@@ -38,10 +37,10 @@ from proxy.backends.base import Backend
 from proxy.backends.duckdb import DuckDBBackend
 from proxy.config import ColumnType, DatasetPolicy
 from proxy.errors import InvalidParameterValueError, PolicyViolationError, UnsupportedQueryError
-from proxy.release.apply import ReleasedTable, ResultColumn, release
+from proxy.release.apply import Histograms, ReleasedTable, ResultColumn, release
 from proxy.release.plan import ReleasePlan, price_query
 from proxy.release.postprocess import PostprocessEngine
-from proxy.rewrite.bound_contributions import bounded_query
+from proxy.rewrite.bound_contributions import QUANTILE_GRID, bounded_query, histogram_query
 from proxy.rewrite.group_domains import domain_query
 from proxy.rewrite.session_info import SessionInfo, constant_query
 from proxy.settings import SETTINGS, SessionSettings, lookup
@@ -156,8 +155,9 @@ class QueryService:
         )
         reservation = self.ledger.reserve(principal.name, self.dataset.name, plan.loss, statement=text)
         try:
-            _, exact_rows = self.backend.execute(sql)
-            noisy = release(plan, exact_rows, rng=self.rng)
+            exact_rows = self.backend.execute(sql)[1] if sql is not None else []
+            histograms = self._histograms(plan)
+            noisy = release(plan, exact_rows, rng=self.rng, histograms=histograms)
         except BaseException:
             self.ledger.cancel(reservation)
             raise
@@ -176,6 +176,16 @@ class QueryService:
             notices.append(f"95% error bounds of the noise (over all {cells} row(s)): {bounds}")
         log.info("released analyst=%s dataset=%s epsilon=%s", principal.name, self.dataset.name, plan.epsilon)
         return StatementOutcome(f"SELECT {len(table.rows)}", table=table, notices=tuple(notices))
+
+    def _histograms(self, plan: ReleasePlan) -> Histograms:
+        keys = len(plan.shape.group_keys)
+        histograms: dict[str, dict[tuple[object, ...], list[int]]] = {}
+        for column, sql in histogram_queries(plan, dialect=self.backend.dialect).items():
+            cells = histograms.setdefault(column, {})
+            for row in self.backend.execute(sql)[1]:
+                counts = cells.setdefault(tuple(row[:keys]), [0] * QUANTILE_GRID)
+                counts[int(row[keys])] += int(row[keys + 1])
+        return histograms
 
     def _postprocess(self, shape: QueryShape, noisy: ReleasedTable) -> ReleasedTable:
         """The query's own arithmetic, HAVING, ORDER BY and LIMIT, over noisy values only."""
@@ -269,8 +279,9 @@ def _key_type(values: list[Any], fallback: ColumnType) -> ColumnType:
 
 def prepare_release(
     shape: QueryShape, *, epsilon: float, dialect: str, delta: float = 0.0
-) -> tuple[ReleasePlan, str]:
-    """Price and rewrite without touching the engine or the ledger (``veil explain`` stops here)."""
+) -> tuple[ReleasePlan, str | None]:
+    """Price and rewrite without touching the engine or the ledger (``veil explain`` stops here).
+    The SQL is the main engine query, None when every aggregate is a quantile."""
     if shape.thresholded and delta <= 0:
         key = next(key for key in shape.group_keys if key.thresholded)
         raise PolicyViolationError(
@@ -286,7 +297,20 @@ def prepare_release(
             hint="group by fewer columns or filter with WHERE",
         )
     plan = price_query(shape, epsilon=epsilon, delta=delta if shape.thresholded else 0.0)
-    return plan, bounded_query(shape, exact_quantities(shape), dialect=dialect).sql(dialect=dialect)
+    scalars = tuple(m.quantity for m in plan.scalar_measurements)
+    main = bounded_query(shape, scalars, dialect=dialect).sql(dialect=dialect) if scalars else None
+    return plan, main
+
+
+def histogram_queries(plan: ReleasePlan, *, dialect: str) -> dict[str, str]:
+    """One engine query per column whose quantiles the plan measures."""
+    columns = {
+        m.quantity.column.name: m.quantity.column for m in plan.quantile_measurements if m.quantity.column
+    }
+    return {
+        name: histogram_query(plan.shape, column, dialect=dialect).sql(dialect=dialect)
+        for name, column in columns.items()
+    }
 
 
 def _typed_table(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from fractions import Fraction
 
 from proxy.analysis.shape import Aggregate, AggregateKind, QueryShape
 from proxy.config import ColumnPolicy
@@ -20,15 +21,20 @@ class QuantityKind(StrEnum):
     UNITS = "units"  # COUNT(DISTINCT privacy unit)
     SUM = "sum"  # SUM(clamped col)
     SUM_SQUARES = "sum_squares"  # SUM(clamped col²)
+    QUANTILE = "quantile"  # a grid point chosen by the exponential mechanism from a histogram
 
 
 @dataclass(frozen=True)
 class Quantity:
     kind: QuantityKind
     column: ColumnPolicy | None
+    q: Fraction | None = None
 
     @property
     def label(self) -> str:
+        if self.kind is QuantityKind.QUANTILE:
+            assert self.column is not None
+            return f"quantile({self.column.name}, {float(self.q or 0):g})"
         if self.kind is QuantityKind.ROWS:
             return "count(*)"
         if self.kind is QuantityKind.UNITS:
@@ -59,6 +65,8 @@ def quantities_for(aggregate: Aggregate) -> tuple[Quantity, ...]:
             return (Quantity(QuantityKind.SUM, column),)
         case AggregateKind.AVG:
             return (Quantity(QuantityKind.SUM, column), Quantity(QuantityKind.NON_NULL, column))
+        case AggregateKind.QUANTILE:
+            return (Quantity(QuantityKind.QUANTILE, column, aggregate.q),)
     return (
         Quantity(QuantityKind.SUM, column),
         Quantity(QuantityKind.SUM_SQUARES, column),

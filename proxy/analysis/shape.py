@@ -14,6 +14,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from enum import StrEnum
+from fractions import Fraction
 from typing import Any
 
 from sqlglot import exp
@@ -40,6 +41,7 @@ class AggregateKind(StrEnum):
     VAR_SAMP = "var_samp"
     STDDEV_POP = "stddev_pop"
     STDDEV_SAMP = "stddev_samp"
+    QUANTILE = "quantile"  # MEDIAN, PERCENTILE_CONT/DISC, MIN, MAX: the exponential mechanism
 
     @property
     def needs_bounds(self) -> bool:
@@ -62,9 +64,13 @@ _AGGREGATES: dict[type[exp.Expression], AggregateKind] = {
 class Aggregate:
     kind: AggregateKind
     column: ColumnPolicy | None  # None for COUNT(*) and COUNT(DISTINCT unit)
+    q: Fraction | None = None  # the quantile, for QUANTILE (MEDIAN 1/2, MIN 0, MAX 1)
 
     @property
     def label(self) -> str:
+        if self.kind is AggregateKind.QUANTILE:
+            assert self.column is not None
+            return f"quantile({self.column.name}, {float(self.q or 0):g})"
         if self.kind is AggregateKind.COUNT_ROWS:
             return "count(*)"
         if self.kind is AggregateKind.COUNT_UNITS:
@@ -157,6 +163,10 @@ def query_shape(tree: exp.Expression, dataset: DatasetPolicy) -> QueryShape:
     condition = scope.unqualified(where.this) if where is not None else None
     if condition is not None:
         check_predicate(condition, clause="WHERE")
+    if any(key.thresholded for key in group_keys) and any(
+        a.kind is AggregateKind.QUANTILE for a in builder.aggregates
+    ):
+        raise refuse("quantiles with GROUP BY keys taken from the data are not supported yet")
     names = tuple(_output_name(item) for item in tree.expressions)
     return QueryShape(scope.table, group_keys, tuple(builder.aggregates), condition, postprocess, names)
 
@@ -344,7 +354,44 @@ class _PostprocessBuilder:
         return self.aggregates.index(aggregate)
 
 
+_QUANTILES: dict[type[exp.Expression], Fraction] = {
+    exp.Median: Fraction(1, 2),
+    exp.Min: Fraction(0),
+    exp.Max: Fraction(1),
+}
+
+
+def _quantile(node: exp.Expression, scope: _Scope) -> Aggregate | None:
+    """MEDIAN(col), MIN(col), MAX(col), PERCENTILE_CONT/DISC(q) WITHIN GROUP (ORDER BY col)."""
+    if type(node) in _QUANTILES:
+        q, argument = _QUANTILES[type(node)], node.this
+    elif isinstance(node, exp.WithinGroup) and isinstance(node.this, exp.PercentileCont | exp.PercentileDisc):
+        q = _fraction_literal(node.this.this)
+        order = node.expression.expressions if isinstance(node.expression, exp.Order) else []
+        if len(order) != 1 or order[0].args.get("desc"):
+            raise refuse("PERCENTILE needs WITHIN GROUP (ORDER BY one column) in ascending order")
+        argument = order[0].this
+    else:
+        return None
+    if not isinstance(argument, exp.Column) or isinstance(argument.this, exp.Star):
+        raise refuse(f"{node.sql(dialect='postgres')}: quantiles take a single column")
+    column = scope.column(argument)
+    _require_bounds(column, AggregateKind.QUANTILE)
+    return Aggregate(AggregateKind.QUANTILE, column, q)
+
+
+def _fraction_literal(node: exp.Expression) -> Fraction:
+    if isinstance(node, exp.Literal) and not node.is_string:
+        value = Fraction(node.this)
+        if 0 <= value <= 1:
+            return value
+    raise refuse("PERCENTILE takes a constant fraction between 0 and 1, e.g. PERCENTILE_CONT(0.9)")
+
+
 def _aggregate(node: exp.Expression, scope: _Scope) -> Aggregate:
+    quantile = _quantile(node, scope)
+    if quantile is not None:
+        return quantile
     kind = _AGGREGATES.get(type(node))
     if kind is None:
         name = node.this.sql_name() if isinstance(node, exp.WithinGroup) else node.sql_name()
@@ -417,7 +464,7 @@ def _output_name(item: exp.Expression) -> str:
         return item.name
     if isinstance(item, exp.WithinGroup):
         return item.this.sql_name().lower()
-    if isinstance(item, exp.Count | exp.Sum | exp.Avg):
+    if isinstance(item, exp.Count | exp.Sum | exp.Avg | exp.Median | exp.Min | exp.Max):
         return item.sql_name().lower()
     names = {exp.VariancePop: "var_pop", exp.Variance: "variance", exp.StddevPop: "stddev_pop"}
     names |= {exp.Stddev: "stddev", exp.StddevSamp: "stddev_samp"}

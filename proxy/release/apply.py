@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from types import MappingProxyType
 from typing import Any
 
 from mechanisms.laplace import discrete_laplace_mechanism, laplace_mechanism
+from mechanisms.quantile import dp_quantile_from_histogram
 from mechanisms.random_source import RandomSource
 from proxy.analysis.quantities import THRESHOLD_QUANTITY, Quantity, quantities_for
 from proxy.analysis.shape import Aggregate, AggregateKind, aggregate_column, key_column
 from proxy.config import ColumnType
 from proxy.release.plan import Measurement, ReleasePlan
+from proxy.rewrite.bound_contributions import QUANTILE_GRID
 
 Cell = tuple[object, ...]
 
@@ -42,15 +45,27 @@ def public_cells(plan: ReleasePlan) -> list[Cell]:
     return list(itertools.product(*domains))
 
 
-def release(plan: ReleasePlan, exact_rows: Sequence[tuple[Any, ...]], *, rng: RandomSource) -> ReleasedTable:
-    """The noisy table: every public cell, each aggregate computed from noisy quantities."""
+Histograms = Mapping[str, Mapping[Cell, Sequence[int]]]  # column → cell → weighted count per grid cell
+
+
+def release(
+    plan: ReleasePlan,
+    exact_rows: Sequence[tuple[Any, ...]],
+    *,
+    rng: RandomSource,
+    histograms: Histograms = MappingProxyType({}),
+) -> ReleasedTable:
+    """The noisy table: every public cell, each aggregate computed from noisy quantities.
+    ``exact_rows`` hold the keys then the scalar quantities; quantiles come from ``histograms``."""
     keys = len(plan.shape.group_keys)
     exact = {tuple(row[:keys]): row[keys:] for row in exact_rows}
     cells = list(exact) if plan.threshold is not None else public_cells(plan)
+    scalars = plan.scalar_measurements
     rows = []
     for cell in cells:
-        values = exact.get(cell, (None,) * len(plan.measurements))
-        noisy = {m.quantity: _noisy(m, v, rng=rng) for m, v in zip(plan.measurements, values, strict=True)}
+        values = exact.get(cell, (None,) * len(scalars))
+        noisy = {m.quantity: _noisy(m, v, rng=rng) for m, v in zip(scalars, values, strict=True)}
+        noisy |= {m.quantity: _quantile(m, histograms, cell, rng=rng) for m in plan.quantile_measurements}
         if plan.threshold is not None and noisy[THRESHOLD_QUANTITY] <= plan.threshold:
             continue  # too few people share this data-derived key to show that it exists
         rows.append(cell + tuple(_aggregate_value(a, noisy) for a in plan.shape.aggregates))
@@ -70,6 +85,22 @@ def _noisy(
         float(exact), sensitivity=measurement.sensitivity, epsilon=measurement.epsilon, rng=rng
     )
     return round(noisy) if measurement.integer_output else noisy  # rounding is post-processing
+
+
+def _quantile(measurement: Measurement, histograms: Histograms, cell: Cell, *, rng: RandomSource) -> float:
+    """An empty cell still gets an answer (all grid points then score alike): emptiness stays hidden."""
+    column = measurement.quantity.column
+    assert column is not None and column.lower is not None and column.upper is not None
+    counts = histograms.get(column.name, {}).get(cell) or [0] * QUANTILE_GRID
+    return dp_quantile_from_histogram(
+        counts,
+        q=float(measurement.quantity.q or 0),
+        lower=column.lower,
+        upper=column.upper,
+        epsilon=measurement.epsilon,
+        sensitivity=round(measurement.sensitivity),
+        rng=rng,
+    )
 
 
 def _aggregate_value(aggregate: Aggregate, noisy: dict[Quantity, int | float]) -> int | float | None:

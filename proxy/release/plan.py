@@ -13,9 +13,11 @@ from fractions import Fraction
 from budget.ledger import as_decimal
 from budget.loss import PrivacyLoss
 from mechanisms.laplace import laplace_error_bound
+from mechanisms.quantile import quantile_rank_error_bound
 from proxy.analysis.quantities import THRESHOLD_QUANTITY, Quantity, QuantityKind, exact_quantities
 from proxy.analysis.shape import QueryShape
 from proxy.config import ColumnType
+from proxy.rewrite.bound_contributions import QUANTILE_GRID, WEIGHT_UNIT
 
 
 @dataclass(frozen=True)
@@ -32,11 +34,21 @@ class Measurement:
 
     @property
     def mechanism(self) -> str:
+        if self.quantity.kind is QuantityKind.QUANTILE:
+            return "exponential (permute-and-flip)"
         return "discrete Laplace" if self.exact_integer else "Laplace on a 2^k grid"
 
     def error_bound(self, *, cells: int, confidence: float = 0.95) -> float:
         """No cell's noise exceeds this with probability >= confidence (union bound over cells); one
-        extra grid step makes the continuous bound hold for discrete noise (docs/privacy.md)."""
+        extra grid step makes the continuous bound hold for discrete noise (docs/privacy.md).
+        For a quantile: the extra error in *rank* (people), per cell."""
+        if self.quantity.kind is QuantityKind.QUANTILE:
+            return quantile_rank_error_bound(
+                epsilon=self.epsilon,
+                max_contributions=round(self.sensitivity / WEIGHT_UNIT) or 1,
+                grid_size=QUANTILE_GRID,
+                confidence=confidence,
+            )
         bound = laplace_error_bound(
             sensitivity=self.sensitivity, epsilon=self.epsilon, confidence=confidence, outputs=cells
         )
@@ -55,6 +67,16 @@ class ReleasePlan:
     def loss(self) -> PrivacyLoss:
         return PrivacyLoss(self.epsilon, self.delta)
 
+    @property
+    def scalar_measurements(self) -> tuple[Measurement, ...]:
+        """Measured by the main engine query, in its column order."""
+        return tuple(m for m in self.measurements if m.quantity.kind is not QuantityKind.QUANTILE)
+
+    @property
+    def quantile_measurements(self) -> tuple[Measurement, ...]:
+        """Measured from per-column histograms (one engine query per column)."""
+        return tuple(m for m in self.measurements if m.quantity.kind is QuantityKind.QUANTILE)
+
     def describe(self) -> str:
         shares = ", ".join(f"{m.quantity.label} ε={m.epsilon:.4g}" for m in self.measurements)
         charge = f"ε={self.epsilon:.4g}" + (f", δ={self.delta:.3g}" if self.delta else "")
@@ -62,7 +84,9 @@ class ReleasePlan:
         return f"{charge} ({shares}{keys})"
 
 
-def sensitivity(quantity: Quantity, *, max_contributions: int, cells: int | None) -> float:
+def sensitivity(
+    quantity: Quantity, *, max_contributions: int, cells: int | None, weighted: bool = True
+) -> float:
     """ℓ1 sensitivity of a quantity's vector over all group cells, under add/remove-one-person.
 
     Each person's contribution vector is scaled to L rows in total across all groups
@@ -72,6 +96,8 @@ def sensitivity(quantity: Quantity, *, max_contributions: int, cells: int | None
     COUNT(DISTINCT unit), scaled to at most L groups: min(L, cells); 1 without GROUP BY.
     """
     bound = float(max_contributions)
+    if quantity.kind is QuantityKind.QUANTILE:  # histogram weights: K per row, at most L·K per person
+        return bound * WEIGHT_UNIT if weighted else bound
     if quantity.kind is QuantityKind.UNITS:
         return 1.0 if cells == 1 else bound if cells is None else min(bound, float(cells))
     if quantity.kind in (QuantityKind.ROWS, QuantityKind.NON_NULL):
@@ -84,6 +110,8 @@ def sensitivity(quantity: Quantity, *, max_contributions: int, cells: int | None
 
 def _integer_valued(quantity: Quantity) -> bool:
     """Counts, and sums (of squares) of integer columns with integral bounds, are integers per row."""
+    if quantity.kind is QuantityKind.QUANTILE:
+        return False
     column = quantity.column
     if quantity.kind not in (QuantityKind.SUM, QuantityKind.SUM_SQUARES) or column is None:
         return True
@@ -120,7 +148,10 @@ def price_query(shape: QueryShape, *, epsilon: float, delta: float = 0.0) -> Rel
         Measurement(
             quantity=quantity,
             sensitivity=sensitivity(
-                quantity, max_contributions=shape.table.max_contributions, cells=shape.cells
+                quantity,
+                max_contributions=shape.table.max_contributions,
+                cells=shape.cells,
+                weighted=shape.table.privacy_unit is not None,
             ),
             epsilon=share,
             exact_integer=_exactly_integer(quantity, shape),

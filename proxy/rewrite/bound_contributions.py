@@ -190,3 +190,61 @@ def _in_public_domain(key: GroupKey, shape: QueryShape, dialect: str) -> exp.Exp
     """Rows whose key is outside the public domain (or NULL) form no released group: drop them early."""
     assert key.values is not None, "key domains are resolved before the query is built"
     return _key(key, shape, dialect).isin(*[exp.convert(value) for value in key.values])
+
+
+QUANTILE_GRID = 1000  # G: a quantile is one of the G + 1 grid points over [lower, upper]
+WEIGHT_UNIT = 2520  # K: integer weights in units of 1/K keep histogram counts exact (lcm of 1..10)
+BUCKET = "_dp_bucket"
+
+
+def histogram_query(shape: QueryShape, column: ColumnPolicy, *, dialect: str) -> exp.Select:
+    """Per group, the weighted count of a column's clamped values in each of G grid cells — all a
+    DP quantile needs, computed in the engine. Each person's weights are integers summing to at
+    most L·K (K per row within the bound, ``L·K // N_u`` beyond it), so the histogram stays exact."""
+    value = exp.column(value_alias(column))
+    rows = _filtered_rows(shape, (Quantity(QuantityKind.SUM, column),), dialect=dialect)
+    assert column.lower is not None and column.upper is not None
+    width = exp.Literal.number(f"{float(column.upper - column.lower)!r}")
+    position = exp.Div(
+        this=exp.Mul(
+            this=exp.Paren(this=exp.Sub(this=value, expression=exp.convert(column.lower))),
+            expression=exp.convert(QUANTILE_GRID),
+        ),
+        expression=width,
+    )
+    bucket = exp.Least(
+        this=exp.convert(QUANTILE_GRID - 1), expressions=[exp.cast(exp.Floor(this=position), "INT")]
+    )
+    values = (
+        exp.select(exp.Star(), bucket.as_(BUCKET))
+        .from_(rows.subquery("_dp_rows"))
+        .where(value.copy().is_(exp.null()).not_())
+    )
+    keys = [exp.column(key_alias(i)) for i in range(len(shape.group_keys))]
+    if shape.table.privacy_unit is None:
+        counts = exp.select(*keys, exp.column(BUCKET), exp.Count(this=exp.Star()).as_("_dp_weight"))
+        return counts.from_(values.subquery("_dp_values")).group_by(*keys, exp.column(BUCKET))
+    totals = (
+        exp.select(exp.column(UNIT), exp.Count(this=exp.Star()).as_(PERSON_ROWS))
+        .from_("_dp_values")
+        .group_by(exp.column(UNIT))
+    )
+    limit = shape.table.max_contributions * WEIGHT_UNIT
+    weight = exp.Case(
+        ifs=[
+            exp.If(
+                this=exp.LTE(
+                    this=exp.column(PERSON_ROWS), expression=exp.convert(shape.table.max_contributions)
+                ),
+                true=exp.convert(WEIGHT_UNIT),
+            )
+        ],
+        default=exp.IntDiv(this=exp.convert(limit), expression=exp.column(PERSON_ROWS)),
+    )
+    query = (
+        exp.select(*keys, exp.column(BUCKET), exp.Sum(this=weight).as_("_dp_weight"))
+        .from_("_dp_values")
+        .join("_dp_totals", using=[UNIT])
+        .group_by(*keys, exp.column(BUCKET))
+    )
+    return query.with_("_dp_values", as_=values).with_("_dp_totals", as_=totals)

@@ -59,6 +59,8 @@ def classify_sql(sql: str) -> object:
             ["region"],
         ),
         ("SELECT upper(region), COUNT(*) FROM visits GROUP BY region", ["count_rows"], ["region"]),
+        ("SELECT MEDIAN(age), MIN(cost), MAX(age) FROM visits", ["quantile", "quantile", "quantile"], []),
+        ("SELECT PERCENTILE_DISC(0.9) WITHIN GROUP (ORDER BY age) FROM visits", ["quantile"], []),
         (
             "SELECT FLOOR(age / 10) * 10 AS decade, COUNT(*) FROM visits GROUP BY 1",
             ["count_rows"],
@@ -97,7 +99,10 @@ def test_same_aggregate_twice_is_measured_once() -> None:
         ("SELECT COUNT(*) FROM visits GROUP BY random()", "42501", "not allowed in GROUP BY"),
         ("SELECT SUM(patient_id) FROM visits", "42501", "needs declared bounds"),
         ("SELECT SUM(note) FROM visits", "42501", "numeric column"),
-        ("SELECT MAX(age) FROM visits", "42501", r"max\(\) is not supported yet"),
+        ("SELECT MAX(note) FROM visits", "42501", "numeric column"),
+        ("SELECT MODE() WITHIN GROUP (ORDER BY sex) FROM visits", "42501", r"mode\(\) is not supported yet"),
+        ("SELECT PERCENTILE_CONT(1.5) WITHIN GROUP (ORDER BY age) FROM visits", "42501", "between 0 and 1"),
+        ("SELECT note, MEDIAN(age) FROM visits GROUP BY note", "42501", "quantiles with GROUP BY keys taken from the data"),
         (
             "SELECT COUNT(DISTINCT age) FROM visits",
             "42501",

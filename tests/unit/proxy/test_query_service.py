@@ -205,3 +205,14 @@ def test_show_error_adds_the_95_percent_bounds(service: QueryService) -> None:
     outcome = run(service, "SELECT sex, COUNT(*) FROM visits GROUP BY sex", settings)
     # sensitivity 3, ε 0.1: (3/0.1)·ln(2/0.05) = 110.67 over 2 cells
     assert outcome.notices[1] == "95% error bounds of the noise (over all 2 row(s)): count(*) ±110.7"
+
+
+def test_median_comes_from_an_engine_histogram_near_the_truth(service: QueryService) -> None:
+    settings = SessionSettings({"veil.epsilon": "1"})
+    outcome = run(service, "SELECT MEDIAN(age) AS m, MAX(age) FROM visits", settings)
+    assert outcome.table is not None
+    median, maximum = outcome.table.rows[0]
+    # ages 20..69, 60 rows each: median 44.5. Rank error bound at ε/2 per quantile, L = 3, G = 1000,
+    # β = 1e-6: (2·3/0.5)·ln(1001/1e-6) = 249 rows ≈ 4.2 ages; plus one grid step (0.1).
+    assert abs(median - 44.5) <= 4.5
+    assert 69 - 4.5 <= maximum <= 100
