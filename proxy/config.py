@@ -6,6 +6,7 @@ key path and the fix, because the person reading it is an administrator with the
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import math
 import os
@@ -26,6 +27,8 @@ from proxy.errors import ConfigError
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 ENVIRONMENT_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 ROW_PRIVACY_UNIT = "row"
+AUTO = "auto"
+DEFAULT_CONTRIBUTION_CAP = 1000
 DEFAULT_EPSILON = 0.1
 DEFAULT_MAX_EPSILON = 1.0
 DEFAULT_PORT = 5433
@@ -70,11 +73,15 @@ class TablePolicy:
 
     name: str
     privacy_unit: str | None
-    max_contributions: int
+    max_contributions: int  # with auto_contributions: the cap, until a query chooses L with DP
     columns: Mapping[str, ColumnPolicy]
+    auto_contributions: bool = False  # max_contributions = "auto": each query picks L with a DP quantile
 
     def column(self, name: str) -> ColumnPolicy | None:
         return self.columns.get(name.lower())
+
+    def with_max_contributions(self, bound: int) -> TablePolicy:
+        return dataclasses.replace(self, max_contributions=bound, auto_contributions=False)
 
 
 @dataclass(frozen=True)
@@ -262,7 +269,7 @@ def _check_value_types(reader: _Reader, column_type: ColumnType, values: list[An
 
 
 def _table(reader: _Reader, name: str) -> TablePolicy:
-    reader.reject_unknown({"privacy_unit", "max_contributions", "columns"})
+    reader.reject_unknown({"privacy_unit", "max_contributions", "contribution_cap", "columns"})
     columns = {
         _identifier(col_reader, col, "column"): _column(col_reader, col.lower())
         for col, col_reader in reader.child("columns").children().items()
@@ -278,9 +285,22 @@ def _table(reader: _Reader, name: str) -> TablePolicy:
         raise reader.fail("privacy_unit", f'names no declared column; declare columns.{unit} or use "row"')
     if columns[unit].public:
         raise reader.fail("privacy_unit", "the privacy unit column cannot be public")
-    max_contributions = reader.get("max_contributions", int, required=True)
-    if max_contributions < 1:
-        raise reader.fail("max_contributions", "must be a positive integer (rows kept per privacy unit)")
+    if "max_contributions" not in reader.data:
+        raise reader.fail(
+            "max_contributions", 'is required with a privacy-unit column: a positive integer or "auto"'
+        )
+    max_contributions = reader.data["max_contributions"]
+    if max_contributions == AUTO:
+        cap = reader.get("contribution_cap", int, DEFAULT_CONTRIBUTION_CAP)
+        if cap < 1:
+            raise reader.fail("contribution_cap", "must be a positive integer (the most rows L may be)")
+        return TablePolicy(name, unit, cap, MappingProxyType(columns), auto_contributions=True)
+    if "contribution_cap" in reader.data:
+        raise reader.fail("contribution_cap", 'is only used with max_contributions = "auto"')
+    if not isinstance(max_contributions, int) or isinstance(max_contributions, bool) or max_contributions < 1:
+        raise reader.fail(
+            "max_contributions", 'must be a positive integer (rows kept per privacy unit) or "auto"'
+        )
     return TablePolicy(name, unit, max_contributions, MappingProxyType(columns))
 
 

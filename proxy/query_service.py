@@ -7,6 +7,7 @@ execution and commit can only overcharge. A failure before any noisy value exist
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Callable
@@ -18,6 +19,7 @@ import duckdb
 from sqlglot import exp
 
 from budget.ledger import Ledger
+from mechanisms.contribution_bound import dp_contribution_bound
 from mechanisms.random_source import RandomSource
 from proxy import __version__
 from proxy.analysis.parse import parse_statements
@@ -38,9 +40,14 @@ from proxy.backends.duckdb import DuckDBBackend
 from proxy.config import ColumnType, DatasetPolicy
 from proxy.errors import InvalidParameterValueError, PolicyViolationError, UnsupportedQueryError
 from proxy.release.apply import Histograms, ReleasedTable, ResultColumn, release
-from proxy.release.plan import ReleasePlan, price_query
+from proxy.release.plan import ReleasePlan, bound_selection_epsilon, price_query
 from proxy.release.postprocess import PostprocessEngine
-from proxy.rewrite.bound_contributions import QUANTILE_GRID, bounded_query, histogram_query
+from proxy.rewrite.bound_contributions import (
+    QUANTILE_GRID,
+    bounded_query,
+    contributions_histogram_query,
+    histogram_query,
+)
 from proxy.rewrite.group_domains import domain_query
 from proxy.rewrite.session_info import SessionInfo, constant_query
 from proxy.settings import SETTINGS, SessionSettings, lookup
@@ -149,12 +156,19 @@ class QueryService:
         self, shape: QueryShape, text: str, *, principal: Principal, settings: SessionSettings
     ) -> StatementOutcome:
         shape = resolve_group_domains(shape, execute=self.backend.execute, dialect=self.backend.dialect)
-        delta = float(settings.get("veil.delta"))
-        plan, sql = prepare_release(
-            shape, epsilon=self.epsilon(settings), delta=delta, dialect=self.backend.dialect
-        )
+        epsilon, delta = self.epsilon(settings), float(settings.get("veil.delta"))
+        dialect = self.backend.dialect
+        plan, sql = prepare_release(shape, epsilon=epsilon, delta=delta, dialect=dialect)  # checks, prices
         reservation = self.ledger.reserve(principal.name, self.dataset.name, plan.loss, statement=text)
         try:
+            if shape.table.auto_contributions:
+                bound_epsilon = bound_selection_epsilon(epsilon)
+                shape = choose_contribution_bound(
+                    shape, epsilon=bound_epsilon, execute=self.backend.execute, dialect=dialect, rng=self.rng
+                )
+                plan, sql = prepare_release(
+                    shape, epsilon=epsilon, delta=delta, dialect=dialect, bound_epsilon=bound_epsilon
+                )
             exact_rows = self.backend.execute(sql)[1] if sql is not None else []
             histograms = self._histograms(plan)
             noisy = release(plan, exact_rows, rng=self.rng, histograms=histograms)
@@ -278,7 +292,7 @@ def _key_type(values: list[Any], fallback: ColumnType) -> ColumnType:
 
 
 def prepare_release(
-    shape: QueryShape, *, epsilon: float, dialect: str, delta: float = 0.0
+    shape: QueryShape, *, epsilon: float, dialect: str, delta: float = 0.0, bound_epsilon: float = 0.0
 ) -> tuple[ReleasePlan, str | None]:
     """Price and rewrite without touching the engine or the ledger (``veil explain`` stops here).
     The SQL is the main engine query, None when every aggregate is a quantile."""
@@ -296,10 +310,25 @@ def prepare_release(
             f"the GROUP BY has {cells} public cells; at most {MAX_GROUP_CELLS} are answered",
             hint="group by fewer columns or filter with WHERE",
         )
-    plan = price_query(shape, epsilon=epsilon, delta=delta if shape.thresholded else 0.0)
+    plan = price_query(
+        shape, epsilon=epsilon, delta=delta if shape.thresholded else 0.0, bound_epsilon=bound_epsilon
+    )
     scalars = tuple(m.quantity for m in plan.scalar_measurements)
     main = bounded_query(shape, scalars, dialect=dialect).sql(dialect=dialect) if scalars else None
     return plan, main
+
+
+def choose_contribution_bound(
+    shape: QueryShape, *, epsilon: float, execute: Execute, dialect: str, rng: RandomSource
+) -> QueryShape:
+    """max_contributions = "auto": L is a DP 0.99-quantile of this query's per-person row counts,
+    capped at the policy's contribution_cap (mechanisms/contribution_bound.py). It costs
+    ``epsilon`` (a tenth of the query's ε); each person is one count, so the sensitivity is 1."""
+    cap = shape.table.max_contributions
+    sql = contributions_histogram_query(shape, cap=cap, dialect=dialect).sql(dialect=dialect)
+    people_by_count = {int(count): int(people) for count, people in execute(sql)[1]}
+    bound = dp_contribution_bound(people_by_count, cap=cap, epsilon=epsilon, rng=rng)
+    return dataclasses.replace(shape, table=shape.table.with_max_contributions(bound))
 
 
 def histogram_queries(plan: ReleasePlan, *, dialect: str) -> dict[str, str]:

@@ -62,6 +62,7 @@ class ReleasePlan:
     epsilon: float  # what the ledger is charged: >= the exact sum of the shares
     delta: float = 0.0  # > 0 only when keys come from the data
     threshold: float | None = None  # τ: a data-derived key is released iff its noisy people count > τ
+    bound_epsilon: float = 0.0  # spent choosing max_contributions with a DP quantile ("auto")
 
     @property
     def loss(self) -> PrivacyLoss:
@@ -79,6 +80,8 @@ class ReleasePlan:
 
     def describe(self) -> str:
         shares = ", ".join(f"{m.quantity.label} ε={m.epsilon:.4g}" for m in self.measurements)
+        if self.bound_epsilon:
+            shares = f"contribution bound L={self.shape.table.max_contributions} ε={self.bound_epsilon:.4g}, {shares}"
         charge = f"ε={self.epsilon:.4g}" + (f", δ={self.delta:.3g}" if self.delta else "")
         keys = f"; keys released above τ={self.threshold:.4g} people" if self.threshold is not None else ""
         return f"{charge} ({shares}{keys})"
@@ -130,20 +133,30 @@ def _exactly_integer(quantity: Quantity, shape: QueryShape) -> bool:
     return quantity.kind is QuantityKind.UNITS and not shape.group_keys
 
 
-def split_epsilon(epsilon: float, parts: int) -> float:
-    """The largest float share with ``parts × share <= ε`` exactly, where ε is the decimal the ledger
-    charges (``as_decimal``: 0.1 means 0.1, not the binary float just above it) — so the charge is
-    an upper bound on the privacy loss the noise actually gives."""
-    charged = Fraction(as_decimal(epsilon))
-    share = epsilon / parts
-    while Fraction(share) * parts > charged:
+def split_epsilon(epsilon: float, parts: int, *, already_spent: float = 0.0) -> float:
+    """The largest float share with ``already_spent + parts × share <= ε`` exactly, where ε is the
+    decimal the ledger charges (``as_decimal``: 0.1 means 0.1, not the binary float just above it) —
+    so the charge is an upper bound on the privacy loss the noise actually gives."""
+    available = Fraction(as_decimal(epsilon)) - Fraction(already_spent)
+    share = float(available) / parts
+    while share > 0 and Fraction(share) * parts > available:
         share = math.nextafter(share, 0.0)
     return share
 
 
-def price_query(shape: QueryShape, *, epsilon: float, delta: float = 0.0) -> ReleasePlan:
+BOUND_SELECTION_SHARE = 10  # a query that chooses its contribution bound spends ε/10 on it
+
+
+def bound_selection_epsilon(epsilon: float) -> float:
+    return split_epsilon(epsilon, BOUND_SELECTION_SHARE)
+
+
+def price_query(
+    shape: QueryShape, *, epsilon: float, delta: float = 0.0, bound_epsilon: float = 0.0
+) -> ReleasePlan:
+    """``bound_epsilon``: the part of ε already spent choosing the contribution bound with DP."""
     quantities = exact_quantities(shape)
-    share = split_epsilon(epsilon, len(quantities))
+    share = split_epsilon(epsilon, len(quantities), already_spent=bound_epsilon)
     measurements = tuple(
         Measurement(
             quantity=quantity,
@@ -160,10 +173,11 @@ def price_query(shape: QueryShape, *, epsilon: float, delta: float = 0.0) -> Rel
         for quantity in quantities
     )
     if not shape.thresholded:
-        return ReleasePlan(shape, measurements, epsilon)
+        return ReleasePlan(shape, measurements, epsilon, bound_epsilon=bound_epsilon)
     gate = next(m for m in measurements if m.quantity == THRESHOLD_QUANTITY)
     groups_per_person = 1 if shape.table.privacy_unit is None else shape.table.max_contributions
-    return ReleasePlan(shape, measurements, epsilon, delta, key_threshold(gate, groups_per_person, delta))
+    threshold = key_threshold(gate, groups_per_person, delta)
+    return ReleasePlan(shape, measurements, epsilon, delta, threshold, bound_epsilon=bound_epsilon)
 
 
 def key_threshold(gate: Measurement, groups_per_person: int, delta: float) -> float:

@@ -248,3 +248,19 @@ def histogram_query(shape: QueryShape, column: ColumnPolicy, *, dialect: str) ->
         .group_by(*keys, exp.column(BUCKET))
     )
     return query.with_("_dp_values", as_=values).with_("_dp_totals", as_=totals)
+
+
+def contributions_histogram_query(shape: QueryShape, *, cap: int, dialect: str) -> exp.Select:
+    """How many people have how many rows (after the query's own filters; counts above ``cap`` as
+    ``cap``) — what a DP quantile needs to choose max_contributions when the policy says "auto".
+    One person is one count here, so this histogram's sensitivity is 1."""
+    assert shape.table.privacy_unit is not None
+    rows = _filtered_rows(shape, (), dialect=dialect)
+    per_person = (
+        exp.select(exp.Count(this=exp.Star()).as_("_dp_n"))
+        .from_(rows.subquery("_dp_rows"))
+        .group_by(exp.column(UNIT))
+    )
+    capped = exp.Least(this=exp.column("_dp_n"), expressions=[exp.convert(cap)])
+    counts = exp.select(capped.as_("_dp_count"), exp.Count(this=exp.Star()).as_("_dp_people"))
+    return counts.from_(per_person.subquery("_dp_per_person")).group_by(exp.column("_dp_count"))

@@ -22,6 +22,15 @@ note = { type = "text" }
 region = { type = "text", public = true, values = ["north", "south"] }
 sex = { type = "text", public = true, values = ["female", "male"] }
 
+[datasets.clinic.tables.ratings]
+privacy_unit = "user_id"
+max_contributions = "auto"
+contribution_cap = 100
+
+[datasets.clinic.tables.ratings.columns]
+user_id = { type = "integer" }
+stars = { type = "integer", lower = 1, upper = 5 }
+
 [datasets.clinic.tables.people]
 privacy_unit = "row"
 

@@ -102,7 +102,11 @@ def test_same_aggregate_twice_is_measured_once() -> None:
         ("SELECT MAX(note) FROM visits", "42501", "numeric column"),
         ("SELECT MODE() WITHIN GROUP (ORDER BY sex) FROM visits", "42501", r"mode\(\) is not supported yet"),
         ("SELECT PERCENTILE_CONT(1.5) WITHIN GROUP (ORDER BY age) FROM visits", "42501", "between 0 and 1"),
-        ("SELECT note, MEDIAN(age) FROM visits GROUP BY note", "42501", "quantiles with GROUP BY keys taken from the data"),
+        (
+            "SELECT note, MEDIAN(age) FROM visits GROUP BY note",
+            "42501",
+            "quantiles with GROUP BY keys taken from the data",
+        ),
         (
             "SELECT COUNT(DISTINCT age) FROM visits",
             "42501",

@@ -160,7 +160,7 @@ INVALID_DOCUMENTS: list[tuple[str, Callable[[Document], None], str]] = [
     (
         "fractional max_contributions",
         _set(f"{VISITS}.max_contributions", 2.5),
-        f"{VISITS}.max_contributions: must be an integer, got 2.5",
+        f'{VISITS}.max_contributions: must be a positive integer (rows kept per privacy unit) or "auto"',
     ),
     (
         "row unit with max_contributions",

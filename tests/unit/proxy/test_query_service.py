@@ -46,6 +46,11 @@ def service(tmp_path: Path, ledger: Ledger) -> QueryService:
         )  # no `people` table: queries on it fail in the engine
         # one person alone holds the note 'secret': a data-derived key that must never be released
         connection.execute("INSERT INTO visits VALUES (99999, 25, 10.0, 'secret', 'north', 'male')")
+        # 2,000 users with 4 ratings each and one heavy user with 90: "auto" should choose L near 4
+        connection.execute(
+            "CREATE TABLE ratings AS SELECT i // 4 AS user_id, 1 + i % 5 AS stars FROM range(8000) t(i)"
+            " UNION ALL SELECT 5000, 3 FROM range(90)"
+        )
     return QueryService(
         clinic_policy(tmp_path),
         backend=DuckDBBackend(tmp_path / "clinic.duckdb"),
@@ -216,3 +221,19 @@ def test_median_comes_from_an_engine_histogram_near_the_truth(service: QueryServ
     # β = 1e-6: (2·3/0.5)·ln(1001/1e-6) = 249 rows ≈ 4.2 ages; plus one grid step (0.1).
     assert abs(median - 44.5) <= 4.5
     assert 69 - 4.5 <= maximum <= 100
+
+
+def test_auto_contribution_bound_is_chosen_with_dp_and_reported(
+    service: QueryService, ledger: Ledger
+) -> None:
+    settings = SessionSettings({"veil.epsilon": "1"})
+    outcome = run(service, "SELECT COUNT(*) FROM ratings", settings)
+    assert outcome.table is not None
+    (count,) = outcome.table.rows[0]
+    notice = outcome.notices[0]
+    assert "contribution bound L=" in notice
+    bound = int(notice.split("contribution bound L=")[1].split()[0])
+    assert 4 <= bound <= 12, "everyone but one user has 4 rows; the step penalty keeps L small"
+    # truth 8,000 + min(90, L); noise scale L / 0.9 (ε after the bound's tenth): e^-20 tail at 20 scales
+    assert abs(count - (8000 + bound)) <= 20 * bound / 0.9
+    assert ledger.balance("alice", "clinic").spent_epsilon == pytest.approx(1.0)
