@@ -21,6 +21,7 @@ from sqlglot import exp
 
 from proxy.config import TablePolicy
 from proxy.errors import PolicyViolationError
+from proxy.rewrite.integer_division import postgres_integer_division
 
 POSTGRES_FALLIBLE: tuple[type[exp.Expression], ...] = (
     exp.Sqrt, exp.Ln, exp.Log, exp.Exp, exp.Pow, exp.Substring, exp.Cast, exp.TryCast,
@@ -38,7 +39,8 @@ def cast_to_try_cast(expression: exp.Expression) -> exp.Expression:
 
 def error_free(condition: exp.Expression, *, table: TablePolicy, dialect: str) -> exp.Expression:
     if dialect == "duckdb":
-        return exp.Try(this=cast_to_try_cast(condition.copy()))
+        postgres_semantics = postgres_integer_division(condition.copy(), table=table)
+        return exp.Try(this=cast_to_try_cast(postgres_semantics))
     return _postgres_error_free(condition.copy(), table)
 
 
