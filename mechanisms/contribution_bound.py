@@ -7,10 +7,10 @@ Each person is one count, so the histogram of counts has sensitivity 1.
 Two changes from a plain quantile (``quantile.py``), both data-independent so the privacy proof is
 the exponential mechanism's: candidates are a geometric grid 1, 2, 3, 4, 6, 8, 12, 16, … up to the
 cap (relative resolution matters for a bound, not absolute), and each step up the grid costs
-``⌈4/ε⌉`` ranks of score. When many candidates are equally good in rank — everyone has 4 rows, so
+``⌈0.5/ε⌉`` ranks of score. When many candidates are equally good in rank — everyone has 4 rows, so
 every L ≥ 4 keeps all of them — the smallest wins instead of a uniform draw among them, which would
 inflate the noise for nothing. The rank error bound of the exponential mechanism grows by at most
-``⌈4/ε⌉`` per grid step between the chosen and the best bound. Cf. Wilson et al. 2020 and Amin et
+``⌈0.5/ε⌉`` per grid step between the chosen and the best bound. Cf. Wilson et al. 2020 and Amin et
 al. 2019 ("Bounding user contributions"), which also choose the bound with a DP quantile.
 """
 
@@ -50,7 +50,7 @@ def dp_contribution_bound(
     candidates = bound_candidates(cap)
     target = Fraction(q)
     total = sum(people_by_count.values())
-    step_penalty = math.ceil(4 / epsilon)
+    step_penalty = math.ceil(0.5 / epsilon)
     scores = []
     for index, candidate in enumerate(candidates):
         kept = sum(people for count, people in people_by_count.items() if count <= candidate)

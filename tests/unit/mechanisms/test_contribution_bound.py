@@ -20,10 +20,11 @@ def test_when_everyone_has_four_rows_the_smallest_sufficient_bound_wins() -> Non
     chosen = [
         dp_contribution_bound({4: 5000}, cap=1000, epsilon=0.1, rng=random.Random(seed)) for seed in range(50)
     ]
-    # every L >= 4 has rank gap 50 (1% of 5000); each grid step up costs 40 more ranks, a factor
-    # e^-2 in acceptance at ε = 0.1, so the draw stays within a step or two of 4
-    assert max(chosen) <= 12
-    assert chosen.count(4) > 35
+    # every L >= 4 has rank gap 50 (1% of 5000); each grid step up costs 5 more ranks, a factor
+    # e^-0.25 in acceptance at ε = 0.1: the draw leans to small L instead of spreading up to 1000.
+    # (A stronger penalty would bias small populations: ⌈4/ε⌉ wrecked MovieLens, docs/benchmarks.md.)
+    assert sorted(chosen)[len(chosen) // 2] <= 12
+    assert max(chosen) <= 128
 
 
 def test_heavy_tail_gives_a_high_quantile() -> None:
