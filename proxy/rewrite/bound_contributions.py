@@ -62,23 +62,26 @@ def bounded_query(shape: QueryShape, quantities: tuple[Quantity, ...], *, dialec
     keys = [exp.column(key_alias(i)) for i in range(len(shape.group_keys))]
     if shape.table.privacy_unit is None:
         measures = [_aggregate(q).as_(quantity_alias(i)) for i, q in enumerate(quantities)]
-        return _grouped(exp.select(*keys, *measures).from_(rows.subquery("_dp_filtered")), keys)
+        return _grouped(
+            exp.select(*keys, *measures, copy=False).from_(rows.subquery("_dp_filtered"), copy=False), keys
+        )
     partials = _per_person_partials(rows, quantities, keys)
     bound = shape.table.max_contributions
     if shape.thresholded:
         partials = _first_groups(partials, keys, bound)
     if not keys:  # one partial per person: the person's total is the partial itself
         measures = _weighted_sums(quantities, rows=_weight(bound, exp.column(ROWS)), groups=None)
-        return exp.select(*measures).from_(partials.subquery("_dp_partials"))
+        return exp.select(*measures, copy=False).from_(partials.subquery("_dp_partials"), copy=False)
     # A person's totals over all groups, joined back (measured 2× faster than a window in DuckDB).
     totals = (
         exp.select(
             exp.column(UNIT),
             exp.Sum(this=exp.column(ROWS)).as_(PERSON_ROWS),
             exp.Count(this=exp.Star()).as_(PERSON_GROUPS),
+            copy=False,
         )
-        .from_("_dp_partials")
-        .group_by(exp.column(UNIT))
+        .from_("_dp_partials", copy=False)
+        .group_by(exp.column(UNIT), copy=False)
     )
     measures = _weighted_sums(
         quantities,
@@ -86,9 +89,12 @@ def bounded_query(shape: QueryShape, quantities: tuple[Quantity, ...], *, dialec
         groups=_weight(bound, exp.column(PERSON_GROUPS)),
     )
     query = (
-        exp.select(*keys, *measures).from_("_dp_partials").join("_dp_totals", using=[UNIT]).group_by(*keys)
+        exp.select(*keys, *measures, copy=False)
+        .from_("_dp_partials", copy=False)
+        .join("_dp_totals", using=[UNIT], copy=False)
+        .group_by(*_copies(keys), copy=False)
     )
-    return query.with_("_dp_partials", as_=partials).with_("_dp_totals", as_=totals)
+    return query.with_("_dp_partials", as_=partials, copy=False).with_("_dp_totals", as_=totals, copy=False)
 
 
 def _weighted_sums(
@@ -108,8 +114,14 @@ def _weighted_sums(
     return measures
 
 
+def _copies(nodes: list[exp.Column]) -> list[exp.Column]:
+    """Builders run with copy=False (deep copies dominated planning time); a node used in two
+    places of the tree must be two nodes."""
+    return [node.copy() for node in nodes]
+
+
 def _grouped(query: exp.Select, keys: list[exp.Column]) -> exp.Select:
-    return query.group_by(*keys) if keys else query
+    return query.group_by(*_copies(keys), copy=False) if keys else query
 
 
 def _aggregate(quantity: Quantity) -> exp.Expression:
@@ -133,7 +145,11 @@ def _per_person_partials(
     partials = [exp.Count(this=exp.Star()).as_(ROWS)]
     partials += [_aggregate(q).as_(alias) for alias, q in needed.items()]
     unit = exp.column(UNIT)
-    return exp.select(unit, *keys, *partials).from_(rows.subquery("_dp_filtered")).group_by(unit, *keys)
+    return (
+        exp.select(unit, *keys, *partials, copy=False)
+        .from_(rows.subquery("_dp_filtered"), copy=False)
+        .group_by(unit.copy(), *_copies(keys), copy=False)
+    )
 
 
 def _first_groups(partials: exp.Select, keys: list[exp.Column], bound: int) -> exp.Select:
@@ -144,9 +160,15 @@ def _first_groups(partials: exp.Select, keys: list[exp.Column], bound: int) -> e
         partition_by=[exp.column(UNIT)],
         order=exp.Order(expressions=[exp.Ordered(this=key.copy()) for key in keys]),
     )
-    ranked = exp.select(exp.Star(), rank.as_("_dp_group_rank")).from_(partials.subquery("_dp_all_groups"))
+    ranked = exp.select(exp.Star(), rank.as_("_dp_group_rank"), copy=False).from_(
+        partials.subquery("_dp_all_groups"), copy=False
+    )
     limit = exp.LTE(this=exp.column("_dp_group_rank"), expression=exp.convert(bound))
-    return exp.select(exp.Star()).from_(ranked.subquery("_dp_ranked")).where(limit)
+    return (
+        exp.select(exp.Star(), copy=False)
+        .from_(ranked.subquery("_dp_ranked"), copy=False)
+        .where(limit, copy=False)
+    )
 
 
 def _weight(bound: int, total: exp.Column) -> exp.Expression:
@@ -165,12 +187,12 @@ def _filtered_rows(shape: QueryShape, quantities: tuple[Quantity, ...], *, diale
     columns = {q.column.name: q.column for q in quantities if q.column is not None}
     values = [_value(column).as_(value_alias(column)) for column in columns.values()]
     projection = [*unit, *keys, *values] or [exp.Literal.number(1).as_("_dp_one")]  # COUNT(*) alone
-    rows = exp.select(*projection).from_(exp.to_table(shape.table.name))
+    rows = exp.select(*projection, copy=False).from_(exp.to_table(shape.table.name), copy=False)
     conditions = (
         [error_free(shape.where, table=shape.table, dialect=dialect)] if shape.where is not None else []
     )
     conditions += [_in_public_domain(key, shape, dialect) for key in shape.group_keys if not key.thresholded]
-    return rows.where(exp.and_(*conditions)) if conditions else rows
+    return rows.where(exp.and_(*conditions), copy=False) if conditions else rows
 
 
 def _value(column: ColumnPolicy) -> exp.Expression:
@@ -216,18 +238,22 @@ def histogram_query(shape: QueryShape, column: ColumnPolicy, *, dialect: str) ->
         this=exp.convert(QUANTILE_GRID - 1), expressions=[exp.cast(exp.Floor(this=position), "INT")]
     )
     values = (
-        exp.select(exp.Star(), bucket.as_(BUCKET))
-        .from_(rows.subquery("_dp_rows"))
-        .where(value.copy().is_(exp.null()).not_())
+        exp.select(exp.Star(), bucket.as_(BUCKET), copy=False)
+        .from_(rows.subquery("_dp_rows"), copy=False)
+        .where(value.copy().is_(exp.null()).not_(), copy=False)
     )
     keys = [exp.column(key_alias(i)) for i in range(len(shape.group_keys))]
     if shape.table.privacy_unit is None:
-        counts = exp.select(*keys, exp.column(BUCKET), exp.Count(this=exp.Star()).as_("_dp_weight"))
-        return counts.from_(values.subquery("_dp_values")).group_by(*keys, exp.column(BUCKET))
+        counts = exp.select(
+            *keys, exp.column(BUCKET), exp.Count(this=exp.Star()).as_("_dp_weight"), copy=False
+        )
+        return counts.from_(values.subquery("_dp_values"), copy=False).group_by(
+            *_copies(keys), exp.column(BUCKET), copy=False
+        )
     totals = (
-        exp.select(exp.column(UNIT), exp.Count(this=exp.Star()).as_(PERSON_ROWS))
-        .from_("_dp_values")
-        .group_by(exp.column(UNIT))
+        exp.select(exp.column(UNIT), exp.Count(this=exp.Star()).as_(PERSON_ROWS), copy=False)
+        .from_("_dp_values", copy=False)
+        .group_by(exp.column(UNIT), copy=False)
     )
     limit = shape.table.max_contributions * WEIGHT_UNIT
     weight = exp.Case(
@@ -242,12 +268,12 @@ def histogram_query(shape: QueryShape, column: ColumnPolicy, *, dialect: str) ->
         default=exp.IntDiv(this=exp.convert(limit), expression=exp.column(PERSON_ROWS)),
     )
     query = (
-        exp.select(*keys, exp.column(BUCKET), exp.Sum(this=weight).as_("_dp_weight"))
-        .from_("_dp_values")
-        .join("_dp_totals", using=[UNIT])
-        .group_by(*keys, exp.column(BUCKET))
+        exp.select(*keys, exp.column(BUCKET), exp.Sum(this=weight).as_("_dp_weight"), copy=False)
+        .from_("_dp_values", copy=False)
+        .join("_dp_totals", using=[UNIT], copy=False)
+        .group_by(*_copies(keys), exp.column(BUCKET), copy=False)
     )
-    return query.with_("_dp_values", as_=values).with_("_dp_totals", as_=totals)
+    return query.with_("_dp_values", as_=values, copy=False).with_("_dp_totals", as_=totals, copy=False)
 
 
 def contributions_histogram_query(shape: QueryShape, *, cap: int, dialect: str) -> exp.Select:
@@ -257,10 +283,12 @@ def contributions_histogram_query(shape: QueryShape, *, cap: int, dialect: str) 
     assert shape.table.privacy_unit is not None
     rows = _filtered_rows(shape, (), dialect=dialect)
     per_person = (
-        exp.select(exp.Count(this=exp.Star()).as_("_dp_n"))
-        .from_(rows.subquery("_dp_rows"))
-        .group_by(exp.column(UNIT))
+        exp.select(exp.Count(this=exp.Star()).as_("_dp_n"), copy=False)
+        .from_(rows.subquery("_dp_rows"), copy=False)
+        .group_by(exp.column(UNIT), copy=False)
     )
     capped = exp.Least(this=exp.column("_dp_n"), expressions=[exp.convert(cap)])
-    counts = exp.select(capped.as_("_dp_count"), exp.Count(this=exp.Star()).as_("_dp_people"))
-    return counts.from_(per_person.subquery("_dp_per_person")).group_by(exp.column("_dp_count"))
+    counts = exp.select(capped.as_("_dp_count"), exp.Count(this=exp.Star()).as_("_dp_people"), copy=False)
+    return counts.from_(per_person.subquery("_dp_per_person"), copy=False).group_by(
+        exp.column("_dp_count"), copy=False
+    )

@@ -31,4 +31,4 @@ def domain_query(key: GroupKey, *, table: TablePolicy, dialect: str) -> exp.Sele
     rows = [exp.Tuple(expressions=[exp.convert(value)]) for value in source_values(key.source)]
     domain = exp.Values(expressions=rows, alias=exp.TableAlias(this="_dp_domain", columns=[key.source.name]))
     value = error_free(key.expression, table=table, dialect=dialect).as_("_dp_value")
-    return exp.select(value).distinct().from_(domain)
+    return exp.select(value, copy=False).distinct(copy=False).from_(domain, copy=False)
