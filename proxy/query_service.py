@@ -203,6 +203,14 @@ class QueryService:
 
     def _postprocess(self, shape: QueryShape, noisy: ReleasedTable) -> ReleasedTable:
         """The query's own arithmetic, HAVING, ORDER BY and LIMIT, over noisy values only."""
+        passthrough = shape.passthrough_columns
+        if passthrough is not None:
+            positions = [[column.name for column in noisy.columns].index(name) for name in passthrough]
+            columns = tuple(
+                ResultColumn(name, noisy.columns[i].type)
+                for name, i in zip(shape.output_names, positions, strict=True)
+            )
+            return ReleasedTable(columns, [tuple(row[i] for i in positions) for row in noisy.rows])
         try:
             description, rows = self.postprocessor.run(shape.postprocess.sql(dialect="duckdb"), noisy)
         except duckdb.Error as error:  # the message can only quote noisy values

@@ -126,6 +126,19 @@ class QueryShape:
             return None
         return math.prod(len(key.values or ()) for key in self.group_keys)
 
+    @property
+    def passthrough_columns(self) -> tuple[str, ...] | None:
+        """The noisy columns the answer shows as they are, when post-processing does nothing else
+        (no arithmetic, HAVING, ORDER BY, LIMIT or DISTINCT) — the common case, answered without
+        the sandbox engine."""
+        post = self.postprocess
+        if any(post.args.get(clause) for clause in ("where", "order", "limit", "offset", "distinct")):
+            return None
+        items = [item.this if isinstance(item, exp.Alias) else item for item in post.expressions]
+        if not all(isinstance(item, exp.Column) and item.name.startswith("_dp_") for item in items):
+            return None
+        return tuple(item.name for item in items)
+
     def with_group_keys(self, keys: tuple[GroupKey, ...]) -> QueryShape:
         return dataclasses.replace(self, group_keys=keys)
 
