@@ -27,7 +27,7 @@ NOISY_TABLE = "_dp_noisy"
 ALLOWED_SHAPE = (
     "queries on private tables must aggregate: SELECT [public group columns,] aggregates FROM table "
     "[WHERE …] [GROUP BY public columns] [HAVING …] [ORDER BY …] [LIMIT …], where the aggregates are COUNT(*), "
-    "COUNT(col), COUNT(DISTINCT <privacy unit>), SUM, AVG, VAR_POP/VAR_SAMP/VARIANCE, STDDEV/STDDEV_POP/STDDEV_SAMP"
+    "COUNT(col), COUNT(DISTINCT <privacy unit>), SUM, AVG, VAR_*, STDDEV_*, MEDIAN, PERCENTILE_CONT/DISC, MIN, MAX"
 )
 
 
