@@ -56,6 +56,7 @@ from budget.loss import PrivacyLoss
 from mechanisms.discrete_laplace import _bernoulli_exp_at_most_one
 from mechanisms.errors import MechanismError
 from mechanisms.random_source import RandomSource
+from mechanisms.validation import check_positive_finite
 
 Score = int | Fraction
 """An exact score: floats are refused, so the caller decides how a real score is rounded."""
@@ -85,7 +86,7 @@ def exponential_mechanism(
 
 def exponential_privacy_loss(*, epsilon: float) -> PrivacyLoss:
     """Permute-and-flip (and the exponential mechanism) run with ε on scores of sensitivity Δ is (ε, 0)-DP."""
-    _check_positive_finite(epsilon, name="epsilon", hint=_EPSILON_HINT)
+    check_positive_finite(epsilon, name="epsilon", hint=_EPSILON_HINT)
     return PrivacyLoss(float(epsilon), 0.0)
 
 
@@ -225,8 +226,8 @@ def _exact_scores(scores: Sequence[Score]) -> list[Score]:
 
 def _rate(*, sensitivity: int | Fraction | float, epsilon: float) -> Fraction:
     """ε/(2Δ) as an exact rational (every finite float is a dyadic rational, so Fraction() is exact)."""
-    _check_positive_finite(epsilon, name="epsilon", hint=_EPSILON_HINT)
-    _check_positive_finite(
+    check_positive_finite(epsilon, name="epsilon", hint=_EPSILON_HINT)
+    check_positive_finite(
         sensitivity,
         name="sensitivity",
         hint="the most one privacy unit can change a score, e.g. max_contributions",
@@ -235,13 +236,3 @@ def _rate(*, sensitivity: int | Fraction | float, epsilon: float) -> Fraction:
 
 
 _EPSILON_HINT = "spend a positive budget, e.g. epsilon=1.0"
-
-
-def _check_positive_finite(number: object, *, name: str, hint: str) -> None:
-    if (
-        isinstance(number, bool)
-        or not isinstance(number, numbers.Real)
-        or not math.isfinite(number)
-        or number <= 0
-    ):
-        raise MechanismError(f"{name} must be a finite number greater than 0, got {number!r}", hint=hint)

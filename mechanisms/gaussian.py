@@ -74,6 +74,7 @@ from budget.loss import PrivacyLoss
 from mechanisms.discrete_gaussian import sample_discrete_gaussian
 from mechanisms.errors import MechanismError
 from mechanisms.random_source import RandomSource
+from mechanisms.validation import check_positive_finite
 
 GRID_BITS = 20
 """Real answers are snapped to a grid of step <= min(sensitivity, σ) / 2**GRID_BITS (as for Laplace)."""
@@ -116,8 +117,8 @@ def analytic_gaussian_delta(*, sensitivity: float, sigma: float, epsilon: float)
 
     Balle & Wang 2018, Theorem 8: δ = Φ(Δ/(2σ) - εσ/Δ) - e^ε·Φ(-Δ/(2σ) - εσ/Δ).
     """
-    _check_positive_finite(sensitivity, name="sensitivity", hint=_SENSITIVITY_HINT)
-    _check_positive_finite(sigma, name="sigma", hint="the noise's standard deviation")
+    check_positive_finite(sensitivity, name="sensitivity", hint=_SENSITIVITY_HINT)
+    check_positive_finite(sigma, name="sigma", hint="the noise's standard deviation")
     _check_non_negative_finite(epsilon, name="epsilon", hint=_EPSILON_HINT)
     return _analytic_delta(float(sensitivity), float(sigma), float(epsilon))
 
@@ -142,8 +143,8 @@ def gaussian_privacy_loss(*, sensitivity: float, sigma: float, delta: float) -> 
     The inverse of :func:`analytic_gaussian_sigma`: pricing the σ it returns never charges more than the
     ε it was asked for. For the *discrete* mechanisms use :func:`discrete_gaussian_privacy_loss`.
     """
-    _check_positive_finite(sensitivity, name="sensitivity", hint=_SENSITIVITY_HINT)
-    _check_positive_finite(sigma, name="sigma", hint="the noise's standard deviation")
+    check_positive_finite(sensitivity, name="sensitivity", hint=_SENSITIVITY_HINT)
+    check_positive_finite(sigma, name="sigma", hint="the noise's standard deviation")
     _check_delta(delta)
     sensitivity, sigma = float(sensitivity), float(sigma)
     epsilon = _bisect_epsilon(lambda eps: _analytic_delta(sensitivity, sigma, eps), delta)
@@ -155,8 +156,8 @@ def gaussian_privacy_loss(*, sensitivity: float, sigma: float, delta: float) -> 
 
 def gaussian_rho(*, sensitivity: float, sigma: float) -> float:
     """ρ = Δ₂²/(2σ²), rounded up: Gaussian noise, continuous or discrete (CKS 2020), is ρ-zCDP."""
-    _check_positive_finite(sensitivity, name="sensitivity", hint=_SENSITIVITY_HINT)
-    _check_positive_finite(sigma, name="sigma", hint="the noise's standard deviation")
+    check_positive_finite(sensitivity, name="sensitivity", hint=_SENSITIVITY_HINT)
+    check_positive_finite(sigma, name="sigma", hint="the noise's standard deviation")
     return _float_at_least(Fraction(sensitivity) ** 2 / (2 * Fraction(sigma) ** 2))
 
 
@@ -176,7 +177,7 @@ def discrete_gaussian_delta(*, sensitivity: int, sigma: float, epsilon: float) -
     """An upper bound (tight to about 1e-9 relative for σ <= 256) on the smallest δ for which adding
     N_Z(0, σ²) to an integer query of integer sensitivity Δ is (ε, δ)-DP (CKS 2020, Theorem 7)."""
     integer_sensitivity = _integer_sensitivity(sensitivity)
-    _check_positive_finite(sigma, name="sigma", hint="the noise's scale parameter")
+    check_positive_finite(sigma, name="sigma", hint="the noise's scale parameter")
     _check_non_negative_finite(epsilon, name="epsilon", hint=_EPSILON_HINT)
     return _discrete_delta(integer_sensitivity, float(sigma), float(epsilon))
 
@@ -201,7 +202,7 @@ def discrete_gaussian_privacy_loss(*, sensitivity: int, sigma: float, delta: flo
     """(ε, δ) of discrete Gaussian noise N_Z(0, σ²) on an integer query: the smallest ε (rounded up) whose
     Theorem 7 bound is <= δ. Pricing :func:`discrete_gaussian_sigma`'s σ never charges more than its ε."""
     integer_sensitivity = _integer_sensitivity(sensitivity)
-    _check_positive_finite(sigma, name="sigma", hint="the noise's scale parameter")
+    check_positive_finite(sigma, name="sigma", hint="the noise's scale parameter")
     _check_delta(delta)
     sigma = float(sigma)
     epsilon = _bisect_epsilon(lambda eps: _discrete_delta(integer_sensitivity, sigma, eps), delta)
@@ -408,13 +409,13 @@ def _grid_step(*, sensitivity: float, epsilon: float, delta: float) -> Fraction:
 
 
 def _integer_sensitivity(sensitivity: float) -> int:
-    _check_positive_finite(sensitivity, name="sensitivity", hint=_SENSITIVITY_HINT)
+    check_positive_finite(sensitivity, name="sensitivity", hint=_SENSITIVITY_HINT)
     return max(1, math.ceil(Fraction(sensitivity)))
 
 
 def _check_parameters(*, sensitivity: float, epsilon: float, delta: float) -> None:
-    _check_positive_finite(sensitivity, name="sensitivity", hint=_SENSITIVITY_HINT)
-    _check_positive_finite(epsilon, name="epsilon", hint=_EPSILON_HINT)
+    check_positive_finite(sensitivity, name="sensitivity", hint=_SENSITIVITY_HINT)
+    check_positive_finite(epsilon, name="epsilon", hint=_EPSILON_HINT)
     _check_delta(delta)
 
 
@@ -423,16 +424,6 @@ def _check_delta(delta: float) -> None:
         raise MechanismError(
             f"delta must be a number strictly between 0 and 1, got {delta!r}", hint=_DELTA_HINT
         )
-
-
-def _check_positive_finite(number: float, *, name: str, hint: str) -> None:
-    if (
-        isinstance(number, bool)
-        or not isinstance(number, numbers.Real)
-        or not math.isfinite(number)
-        or number <= 0
-    ):
-        raise MechanismError(f"{name} must be a finite number greater than 0, got {number!r}", hint=hint)
 
 
 def _check_non_negative_finite(number: float, *, name: str, hint: str) -> None:

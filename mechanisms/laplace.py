@@ -20,6 +20,7 @@ from budget.loss import PrivacyLoss
 from mechanisms.discrete_laplace import sample_discrete_laplace
 from mechanisms.errors import MechanismError
 from mechanisms.random_source import RandomSource
+from mechanisms.validation import check_positive_finite
 
 SCALE_DENOMINATOR = 2**32
 """Noise scales are rounded up to a multiple of 1/2**32: exact, and small integers for the sampler."""
@@ -35,8 +36,8 @@ def laplace_noise_scale(*, sensitivity: float, epsilon: float) -> float:
 
 def laplace_privacy_loss(*, sensitivity: float, noise_scale: float) -> PrivacyLoss:
     """Laplace noise of scale R on a query of l1 sensitivity Δ is (Δ/R, 0)-DP; the ratio is rounded up."""
-    _check_positive_finite(sensitivity, name="sensitivity", hint=_SENSITIVITY_HINT)
-    _check_positive_finite(noise_scale, name="noise_scale", hint="noise_scale = sensitivity / epsilon")
+    check_positive_finite(sensitivity, name="sensitivity", hint=_SENSITIVITY_HINT)
+    check_positive_finite(noise_scale, name="noise_scale", hint="noise_scale = sensitivity / epsilon")
     return PrivacyLoss(_float_at_least(Fraction(sensitivity) / Fraction(noise_scale)), 0.0)
 
 
@@ -115,8 +116,8 @@ _LARGEST_FLOAT = Fraction(sys.float_info.max)
 
 def _exact_scale(*, sensitivity: float, epsilon: float) -> Fraction:
     """sensitivity/epsilon as an exact rational (every finite float is a dyadic rational)."""
-    _check_positive_finite(sensitivity, name="sensitivity", hint=_SENSITIVITY_HINT)
-    _check_positive_finite(epsilon, name="epsilon", hint="spend a positive budget, e.g. epsilon=1.0")
+    check_positive_finite(sensitivity, name="sensitivity", hint=_SENSITIVITY_HINT)
+    check_positive_finite(epsilon, name="epsilon", hint="spend a positive budget, e.g. epsilon=1.0")
     scale = Fraction(sensitivity) / Fraction(epsilon)
     if scale > _LARGEST_FLOAT:
         raise MechanismError(
@@ -144,11 +145,6 @@ def _float_at_least(number: Fraction) -> float:
     """The smallest float >= number (float() rounds to nearest, which may be below)."""
     nearest = float(number)
     return math.nextafter(nearest, math.inf) if Fraction(nearest) < number else nearest
-
-
-def _check_positive_finite(number: float, *, name: str, hint: str) -> None:
-    if not math.isfinite(number) or number <= 0:
-        raise MechanismError(f"{name} must be a finite number greater than 0, got {number!r}", hint=hint)
 
 
 def _check_finite(value: float) -> None:

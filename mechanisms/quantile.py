@@ -53,6 +53,7 @@ from budget.loss import PrivacyLoss
 from mechanisms.errors import MechanismError
 from mechanisms.exponential import exponential_mechanism, exponential_privacy_loss
 from mechanisms.random_source import RandomSource
+from mechanisms.validation import check_positive_finite
 
 DEFAULT_GRID_SIZE = 1000
 """G: the grid has G + 1 points, lower and upper included; one grid step is (upper - lower)/G."""
@@ -80,7 +81,7 @@ def dp_quantile(
     """
     _check_fraction(q)
     _check_bounds(lower, upper)
-    _check_positive_finite(epsilon, name="epsilon", hint="spend a positive budget, e.g. epsilon=1.0")
+    check_positive_finite(epsilon, name="epsilon", hint="spend a positive budget, e.g. epsilon=1.0")
     _check_count(max_contributions, name="max_contributions", hint="rows kept per privacy unit, e.g. 1")
     _check_count(grid_size, name="grid_size", hint=f"use e.g. the default {DEFAULT_GRID_SIZE}")
     if grid_size > MAX_GRID_SIZE:
@@ -118,7 +119,7 @@ def dp_quantile_from_histogram(
     """
     _check_fraction(q)
     _check_bounds(lower, upper)
-    _check_positive_finite(epsilon, name="epsilon", hint="spend a positive budget, e.g. epsilon=1.0")
+    check_positive_finite(epsilon, name="epsilon", hint="spend a positive budget, e.g. epsilon=1.0")
     _check_count(sensitivity, name="sensitivity", hint="the largest weight one unit can carry, e.g. 1")
     if not bucket_counts or any(int(count) != count or count < 0 for count in bucket_counts):
         raise MechanismError(
@@ -157,7 +158,7 @@ def quantile_rank_error_bound(
 
     T = (2L/ε)·ln((G + 1)/(1 - confidence)) (module docstring). In value, add one grid step.
     """
-    _check_positive_finite(epsilon, name="epsilon", hint="spend a positive budget, e.g. epsilon=1.0")
+    check_positive_finite(epsilon, name="epsilon", hint="spend a positive budget, e.g. epsilon=1.0")
     _check_count(max_contributions, name="max_contributions", hint="rows kept per privacy unit, e.g. 1")
     _check_count(grid_size, name="grid_size", hint=f"use e.g. the default {DEFAULT_GRID_SIZE}")
     if not 0 < confidence < 1:
@@ -226,13 +227,3 @@ def _check_bounds(lower: float, upper: float) -> None:
 def _check_count(count: int, *, name: str, hint: str) -> None:
     if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 1:
         raise MechanismError(f"{name} must be a whole number >= 1, got {count!r}", hint=hint)
-
-
-def _check_positive_finite(number: float, *, name: str, hint: str) -> None:
-    if (
-        isinstance(number, bool)
-        or not isinstance(number, numbers.Real)
-        or not math.isfinite(number)
-        or number <= 0
-    ):
-        raise MechanismError(f"{name} must be a finite number greater than 0, got {number!r}", hint=hint)
