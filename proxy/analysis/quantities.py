@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
 
-from proxy.analysis.shape import Aggregate, AggregateKind, QueryShape
-from proxy.config import ColumnPolicy
+from proxy.analysis.shape import Aggregate, AggregateInput, AggregateKind, QueryShape
 
 
 class QuantityKind(StrEnum):
@@ -27,7 +26,7 @@ class QuantityKind(StrEnum):
 @dataclass(frozen=True)
 class Quantity:
     kind: QuantityKind
-    column: ColumnPolicy | None
+    column: AggregateInput | None
     q: Fraction | None = None
 
     @property

@@ -11,6 +11,7 @@ Anything that would need a private value outside an aggregate is refused (42501)
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 from dataclasses import dataclass
 from enum import StrEnum
@@ -20,6 +21,7 @@ from typing import Any
 from sqlglot import exp
 
 from proxy.analysis.checks import SCALAR_NODES, check_predicate
+from proxy.analysis.intervals import interval, is_integer
 from proxy.config import ColumnPolicy, ColumnType, DatasetPolicy, TablePolicy
 from proxy.errors import PolicyViolationError, UnknownColumnError, UnknownTableError
 
@@ -61,9 +63,26 @@ _AGGREGATES: dict[type[exp.Expression], AggregateKind] = {
 
 
 @dataclass(frozen=True)
+class AggregateInput:
+    """What an aggregate reads: a column, or an expression of the table's columns whose bounds come
+    from interval analysis (analysis/intervals.py) or an explicit ``veil_clamp(expr, lower, upper)``.
+    The engine clamps every value to ``[lower, upper]`` whatever the analysis says."""
+
+    name: str  # SQL-safe and deterministic: the column's name, or e_<hash of the expression>
+    expression: exp.Expression = dataclasses.field(compare=False, hash=False)  # unqualified
+    type: ColumnType = ColumnType.REAL
+    lower: float | None = None
+    upper: float | None = None
+
+    @property
+    def has_bounds(self) -> bool:
+        return self.lower is not None and self.upper is not None
+
+
+@dataclass(frozen=True)
 class Aggregate:
     kind: AggregateKind
-    column: ColumnPolicy | None  # None for COUNT(*) and COUNT(DISTINCT unit)
+    column: AggregateInput | None  # None for COUNT(*) and COUNT(DISTINCT unit)
     q: Fraction | None = None  # the quantile, for QUANTILE (MEDIAN 1/2, MIN 0, MAX 1)
 
     @property
@@ -386,11 +405,8 @@ def _quantile(node: exp.Expression, scope: _Scope) -> Aggregate | None:
         argument = order[0].this
     else:
         return None
-    if not isinstance(argument, exp.Column) or isinstance(argument.this, exp.Star):
-        raise refuse(f"{node.sql(dialect='postgres')}: quantiles take a single column")
-    column = scope.column(argument)
-    _require_bounds(column, AggregateKind.QUANTILE)
-    return Aggregate(AggregateKind.QUANTILE, column, q)
+    source = _aggregate_input(argument, scope, AggregateKind.QUANTILE)
+    return Aggregate(AggregateKind.QUANTILE, source, q)
 
 
 def _fraction_literal(node: exp.Expression) -> Fraction:
@@ -414,15 +430,57 @@ def _aggregate(node: exp.Expression, scope: _Scope) -> Aggregate:
         return _distinct_count(node, argument, scope)
     if kind is AggregateKind.COUNT and isinstance(argument, exp.Star):
         return Aggregate(AggregateKind.COUNT_ROWS, None)
-    if not isinstance(argument, exp.Column) or isinstance(argument.this, exp.Star):
+    return Aggregate(kind, _aggregate_input(argument, scope, kind))
+
+
+def _aggregate_input(argument: exp.Expression, scope: _Scope, kind: AggregateKind) -> AggregateInput:
+    """A column keeps its declared bounds; an expression gets bounds by interval analysis, or from
+    ``veil_clamp(expr, lower, upper)``; COUNT needs none."""
+    if isinstance(argument, exp.Star) or (
+        isinstance(argument, exp.Column) and isinstance(argument.this, exp.Star)
+    ):
+        raise refuse(f"{kind.value}(*) is not allowed", hint="aggregate a column or an expression of columns")
+    if isinstance(argument, exp.Column):
+        column = scope.column(argument)
+        source = AggregateInput(column.name, exp.column(column.name), column.type, column.lower, column.upper)
+        if kind.needs_bounds:
+            _require_bounds(source, kind, column.type.is_numeric)
+        return source
+    clamp = _veil_clamp(argument)
+    expression = scope.unqualified(clamp[0] if clamp else argument)
+    check_predicate(expression, clause="an aggregate")
+    text = expression.sql(dialect="postgres")
+    name = "e_" + hashlib.sha1(text.encode()).hexdigest()[:8]
+    numeric = ColumnType.INTEGER if is_integer(expression, scope.table) else ColumnType.REAL
+    low, high = clamp[1:] if clamp else interval(expression, table=scope.table)
+    finite = math.isfinite(low) and math.isfinite(high) and low < high
+    source = AggregateInput(name, expression, numeric, low if finite else None, high if finite else None)
+    if kind.needs_bounds and not finite:
         raise refuse(
-            f"{node.sql(dialect='postgres')}: aggregates take a single column in this version",
-            hint="aggregate a column directly, e.g. SUM(income)",
+            f"{kind.value.upper()}({text}): the range of the expression cannot be derived from the policy",
+            hint=f"clamp it explicitly: veil_clamp({text}, lower, upper) — or declare bounds for its columns",
         )
-    column = scope.column(argument)
-    if kind.needs_bounds:
-        _require_bounds(column, kind)
-    return Aggregate(kind, column)
+    return source
+
+
+def _veil_clamp(node: exp.Expression) -> tuple[exp.Expression, float, float] | None:
+    """``veil_clamp(expr, lower, upper)`` with constant bounds, lower < upper."""
+    if not (isinstance(node, exp.Anonymous) and str(node.this).lower() == "veil_clamp"):
+        return None
+    arguments = node.expressions
+    bounds = [_number(argument) for argument in arguments[1:]]
+    if len(arguments) != 3 or None in bounds or not bounds[0] < bounds[1]:  # type: ignore[operator]
+        raise refuse("veil_clamp takes (expression, lower, upper) with constant numbers, lower < upper")
+    return arguments[0], float(bounds[0]), float(bounds[1])  # type: ignore[arg-type]
+
+
+def _number(node: exp.Expression) -> float | None:
+    if isinstance(node, exp.Neg):
+        inner = _number(node.this)
+        return None if inner is None else -inner
+    if isinstance(node, exp.Literal) and not node.is_string:
+        return float(node.this)
+    return None
 
 
 def _distinct_count(node: exp.Expression, distinct: exp.Distinct, scope: _Scope) -> Aggregate:
@@ -442,9 +500,9 @@ def _distinct_count(node: exp.Expression, distinct: exp.Distinct, scope: _Scope)
     )
 
 
-def _require_bounds(column: ColumnPolicy, kind: AggregateKind) -> None:
+def _require_bounds(column: AggregateInput, kind: AggregateKind, numeric: bool) -> None:
     name = kind.value.upper()
-    if not column.type.is_numeric:
+    if not numeric:
         raise refuse(f'{name}("{column.name}") needs a numeric column', hint="use COUNT instead")
     if not column.has_bounds:
         raise refuse(

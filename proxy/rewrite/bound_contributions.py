@@ -26,8 +26,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from proxy.analysis.quantities import Quantity, QuantityKind
-from proxy.analysis.shape import GroupKey, QueryShape
-from proxy.config import ColumnPolicy
+from proxy.analysis.shape import AggregateInput, GroupKey, QueryShape
 from proxy.rewrite.clamp_values import clamp_value
 from proxy.rewrite.safe_predicates import error_free
 
@@ -45,7 +44,7 @@ def quantity_alias(index: int) -> str:
     return f"_dp_q{index}"
 
 
-def value_alias(column: ColumnPolicy) -> str:
+def value_alias(column: AggregateInput) -> str:
     return f"_dp_value_{column.name}"
 
 
@@ -185,7 +184,7 @@ def _filtered_rows(shape: QueryShape, quantities: tuple[Quantity, ...], *, diale
     unit = [exp.column(shape.table.privacy_unit).as_(UNIT)] if shape.table.privacy_unit is not None else []
     keys = [_key(key, shape, dialect).as_(key_alias(i)) for i, key in enumerate(shape.group_keys)]
     columns = {q.column.name: q.column for q in quantities if q.column is not None}
-    values = [_value(column).as_(value_alias(column)) for column in columns.values()]
+    values = [_value(source, shape, dialect).as_(value_alias(source)) for source in columns.values()]
     projection = [*unit, *keys, *values] or [exp.Literal.number(1).as_("_dp_one")]  # COUNT(*) alone
     rows = exp.select(*projection, copy=False).from_(exp.to_table(shape.table.name), copy=False)
     conditions = (
@@ -195,10 +194,14 @@ def _filtered_rows(shape: QueryShape, quantities: tuple[Quantity, ...], *, diale
     return rows.where(exp.and_(*conditions), copy=False) if conditions else rows
 
 
-def _value(column: ColumnPolicy) -> exp.Expression:
-    if column.lower is None or column.upper is None:
-        return exp.column(column.name)
-    return clamp_value(exp.column(column.name), lower=column.lower, upper=column.upper)
+def _value(source: AggregateInput, shape: QueryShape, dialect: str) -> exp.Expression:
+    """The aggregate's input, made unable to fail on any row if it is an expression, then clamped."""
+    value = source.expression.copy()
+    if not isinstance(value, exp.Column):
+        value = error_free(value, table=shape.table, dialect=dialect)
+    if source.lower is None or source.upper is None:
+        return value
+    return clamp_value(value, lower=source.lower, upper=source.upper)
 
 
 def _key(key: GroupKey, shape: QueryShape, dialect: str) -> exp.Expression:
@@ -219,7 +222,7 @@ WEIGHT_UNIT = 2520  # K: integer weights in units of 1/K keep histogram counts e
 BUCKET = "_dp_bucket"
 
 
-def histogram_query(shape: QueryShape, column: ColumnPolicy, *, dialect: str) -> exp.Select:
+def histogram_query(shape: QueryShape, column: AggregateInput, *, dialect: str) -> exp.Select:
     """Per group, the weighted count of a column's clamped values in each of G grid cells — all a
     DP quantile needs, computed in the engine. Each person's weights are integers summing to at
     most L·K (K per row within the bound, ``L·K // N_u`` beyond it), so the histogram stays exact."""

@@ -14,24 +14,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from proxy.config import ColumnType, TablePolicy
-
-_INTEGER_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Mod, exp.IntDiv)
-
-
-def is_integer(node: exp.Expression, table: TablePolicy) -> bool:
-    if isinstance(node, exp.Paren | exp.Neg | exp.Abs):
-        return is_integer(node.this, table)
-    if isinstance(node, exp.Literal):
-        return not node.is_string and node.this.lstrip("-").isdigit()
-    if isinstance(node, exp.Column):
-        column = table.column(node.name)
-        return column is not None and column.type is ColumnType.INTEGER
-    if isinstance(node, exp.Cast | exp.TryCast):
-        return node.to.is_type(*exp.DataType.INTEGER_TYPES)
-    if isinstance(node, _INTEGER_ARITHMETIC):
-        return is_integer(node.this, table) and is_integer(node.expression, table)
-    return False
+from proxy.analysis.intervals import is_integer
+from proxy.config import TablePolicy
 
 
 def postgres_integer_division(expression: exp.Expression, *, table: TablePolicy) -> exp.Expression:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import tomli_w
+
 from proxy.config import DatasetPolicy, parse_config
 
 POLICY = """
@@ -44,4 +46,18 @@ def clinic_policy(directory: Path = Path("/nonexistent")) -> DatasetPolicy:
     config = parse_config(POLICY, path=directory / "veil.toml")
     dataset = config.dataset("clinic")
     assert dataset is not None
+    return dataset
+
+
+def clinic_postgres_policy(dsn: str, schema: str) -> DatasetPolicy:
+    """The same tables on PostgreSQL: ``backend = "postgres"``, ``dsn`` (no password) and ``schema``
+    in place of the DuckDB ``path``."""
+    duckdb_location = 'path = "clinic.duckdb"\n'
+    assert POLICY.count(duckdb_location) == 1
+    postgres_location = 'backend = "postgres"\n' + tomli_w.dumps({"dsn": dsn, "schema": schema})
+    config = parse_config(
+        POLICY.replace(duckdb_location, postgres_location), path=Path("/nonexistent/veil.toml")
+    )
+    dataset = config.dataset("clinic")
+    assert dataset is not None and dataset.backend == "postgres"
     return dataset

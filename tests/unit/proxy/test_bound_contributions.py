@@ -154,3 +154,11 @@ def test_one_person_moves_the_bounded_vectors_by_at_most_the_sensitivity(
     sum_change = sum(abs(a - b) for a, b in zip(before["sum"], after["sum"], strict=True))
     assert count_change <= 3 + 1e-9
     assert sum_change <= 300 + 1e-9
+
+
+def test_expression_aggregates_are_computed_and_clamped_in_the_engine(engine: duckdb.DuckDBPyConnection) -> None:
+    # per person (weights 3/5 for patient 1): CASE is 1 for ages > 50 (patient 2's two rows and
+    # patient 3's clamped-from-150 row), so the weighted total is 2 + 1 = 3
+    assert run(engine, "SELECT SUM(CASE WHEN age > 50 THEN 1 ELSE 0 END) FROM visits") == [(3.0,)]
+    # veil_clamp bounds the unbounded patient_id to [0, 2]: 1·3 (patient 1, weighted) + 2·2 + 2 + 2 + 2
+    assert run(engine, "SELECT SUM(veil_clamp(patient_id, 0, 2)) FROM visits") == [(3.0 + 4 + 2 + 2 + 2,)]

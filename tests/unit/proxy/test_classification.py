@@ -61,6 +61,12 @@ def classify_sql(sql: str) -> object:
         ("SELECT upper(region), COUNT(*) FROM visits GROUP BY region", ["count_rows"], ["region"]),
         ("SELECT MEDIAN(age), MIN(cost), MAX(age) FROM visits", ["quantile", "quantile", "quantile"], []),
         ("SELECT PERCENTILE_DISC(0.9) WITHIN GROUP (ORDER BY age) FROM visits", ["quantile"], []),
+        ("SELECT SUM(age * 2), SUM(CASE WHEN age > 50 THEN 1 ELSE 0 END) FROM visits", ["sum", "sum"], []),
+        (
+            "SELECT AVG(veil_clamp(patient_id, 0, 10)), COUNT(CASE WHEN age > 50 THEN 1 END) FROM visits",
+            ["avg", "count"],
+            [],
+        ),
         (
             "SELECT FLOOR(age / 10) * 10 AS decade, COUNT(*) FROM visits GROUP BY 1",
             ["count_rows"],
@@ -118,7 +124,10 @@ def test_same_aggregate_twice_is_measured_once() -> None:
         ("SELECT COUNT(*) + age FROM visits", "42501", 'column "age" is private'),
         ("SELECT region, COUNT(*) FROM visits", "42501", "must appear in the GROUP BY"),
         ("SELECT COUNT(*) FROM visits GROUP BY 3", "42703", "not in select list"),
-        ("SELECT SUM(age * 2) FROM visits", "42501", "single column"),
+        ("SELECT SUM(cost / age) FROM visits", "42501", "cannot be derived from the policy"),
+        ("SELECT SUM(patient_id + 1) FROM visits", "42501", r"SUM\(patient_id \+ 1\): the range"),
+        ("SELECT AVG(veil_clamp(age, 5, 1)) FROM visits", "42501", "lower < upper"),
+        ("SELECT SUM(random() * age) FROM visits", "42501", "not allowed in an aggregate"),
         ("SELECT COUNT(*) FROM visits WHERE age IN (SELECT age FROM visits)", "42501", "subqueries"),
         ("SELECT COUNT(*) FROM visits WHERE random() < 0.5", "42501", "not allowed in WHERE"),
         ("SELECT COUNT(*) FROM visits WHERE SUM(age) > 1", "42501", "aggregate functions"),
@@ -194,3 +203,21 @@ def test_keys_without_a_public_domain_are_thresholded(sql: str) -> None:
     assert isinstance(statement, PrivateQuery)
     assert statement.shape.thresholded
     assert statement.shape.cells is None
+
+
+@pytest.mark.parametrize(
+    ("sql", "bounds"),
+    [
+        ("SELECT SUM(age * 2) FROM visits", (0.0, 200.0)),
+        ("SELECT SUM(age * cost) FROM visits", (-5000.0, 50050.0)),
+        ("SELECT SUM(CASE WHEN age > 50 THEN 1 ELSE 0 END) FROM visits", (0.0, 1.0)),
+        ("SELECT AVG(veil_clamp(patient_id, 0, 10)) FROM visits", (0.0, 10.0)),
+        ("SELECT SUM(LEAST(GREATEST(patient_id, -1), 7)) FROM visits", (-1.0, 7.0)),
+    ],
+)
+def test_expression_bounds_come_from_interval_analysis(sql: str, bounds: tuple[float, float]) -> None:
+    statement = classify_sql(sql)
+    assert isinstance(statement, PrivateQuery)
+    source = statement.shape.aggregates[0].column
+    assert source is not None
+    assert (source.lower, source.upper) == bounds
