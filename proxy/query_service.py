@@ -8,6 +8,7 @@ execution and commit can only overcharge. A failure before any noisy value exist
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import logging
 import math
 from collections.abc import Callable
@@ -22,8 +23,9 @@ from budget.ledger import Ledger
 from mechanisms.contribution_bound import dp_contribution_bound
 from mechanisms.random_source import RandomSource
 from proxy import __version__
+from proxy.analysis.intervals import is_integer
 from proxy.analysis.parse import parse_statements
-from proxy.analysis.shape import QueryShape
+from proxy.analysis.shape import GroupKey, QueryShape
 from proxy.analysis.statements import (
     ConstantQuery,
     PrivateQuery,
@@ -266,37 +268,30 @@ def resolve_group_domains(shape: QueryShape, *, execute: Execute, dialect: str) 
     for key in shape.group_keys:
         if key.values is None and not key.thresholded:
             sql = domain_query(key, table=shape.table, dialect=dialect).sql(dialect=dialect)
-            values = sorted(
-                {_plain_key(row[0]) for row in execute(sql)[1] if row[0] is not None}, key=_sort_key
-            )
-            key = key.with_domain(tuple(values), _key_type(values, key.type))
+            raw = [row[0] for row in execute(sql)[1] if row[0] is not None]
+            type_ = _key_type(key, shape, raw)
+            key = key.with_domain(tuple(sorted({_typed(value, type_) for value in raw})), type_)
         keys.append(key)
     return shape.with_group_keys(tuple(keys))
 
 
-def _plain_key(value: Any) -> Any:
-    """PostgreSQL evaluates the (NUMERIC-cast) expression to Decimals; integral ones become ints."""
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    return value
-
-
-def _sort_key(value: Any) -> tuple[str, Any]:
-    return (type(value).__name__, value)
-
-
-def _key_type(values: list[Any], fallback: ColumnType) -> ColumnType:
-    kinds = {type(value) for value in values}
-    for python_type, column_type in (
-        (bool, ColumnType.BOOLEAN),
-        (str, ColumnType.TEXT),
-        (int, ColumnType.INTEGER),
-    ):
-        if kinds == {python_type}:
+def _key_type(key: GroupKey, shape: QueryShape, values: list[Any]) -> ColumnType:
+    """Numbers are typed from the expression, as PostgreSQL types it — not from whichever Python type
+    an engine hands back (PostgreSQL's NUMERIC arrives as Decimal, DuckDB's as float or int)."""
+    for python_type, column_type in ((bool, ColumnType.BOOLEAN), (str, ColumnType.TEXT)):
+        if values and all(isinstance(value, python_type) for value in values):
             return column_type
-    if kinds <= {int, float}:
-        return ColumnType.REAL
-    return fallback
+    if values and all(isinstance(value, datetime.date) for value in values):
+        return ColumnType.DATE
+    return ColumnType.INTEGER if is_integer(key.expression, shape.table) else ColumnType.REAL
+
+
+def _typed(value: Any, type_: ColumnType) -> Any:
+    if type_ is ColumnType.INTEGER:
+        return int(value)
+    if type_ is ColumnType.REAL:
+        return float(value)
+    return value
 
 
 def prepare_release(

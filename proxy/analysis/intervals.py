@@ -160,7 +160,14 @@ _RULES: dict[type[exp.Expression], Callable[[exp.Expression, TablePolicy], Inter
 }
 
 
-_INTEGER_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Mod, exp.IntDiv)
+_INTEGER_ARITHMETIC = (
+    exp.Add,
+    exp.Sub,
+    exp.Mul,
+    exp.Mod,
+    exp.IntDiv,
+    exp.Div,
+)  # PostgreSQL: int / int is int
 
 
 def is_integer(node: exp.Expression, table: TablePolicy) -> bool:
@@ -174,6 +181,8 @@ def is_integer(node: exp.Expression, table: TablePolicy) -> bool:
         return column is not None and column.type is ColumnType.INTEGER
     if isinstance(node, exp.Cast | exp.TryCast):
         return node.to.is_type(*exp.DataType.INTEGER_TYPES)
+    if isinstance(node, exp.Trunc):
+        return True
     if isinstance(node, _INTEGER_ARITHMETIC):
         return is_integer(node.this, table) and is_integer(node.expression, table)
     return False

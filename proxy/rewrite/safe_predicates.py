@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from proxy.analysis.intervals import is_integer
 from proxy.config import TablePolicy
 from proxy.errors import PolicyViolationError
 from proxy.rewrite.integer_division import postgres_integer_division
@@ -54,6 +55,12 @@ def _postgres_error_free(condition: exp.Expression, table: TablePolicy) -> exp.E
                 hint="compare columns directly, or use CASE to keep values in range",
             )
 
+    def keep_integer_division(node: exp.Expression) -> exp.Expression:
+        """Reading columns as NUMERIC would make ``age / 10`` exact; PostgreSQL truncates integers."""
+        if type(node) is exp.Div and is_integer(node.this, table) and is_integer(node.expression, table):
+            return exp.Trunc(this=exp.Div(this=node.this.copy(), expression=node.expression.copy()))
+        return node
+
     def as_numeric(node: exp.Expression) -> exp.Expression:
         column = table.column(node.name) if isinstance(node, exp.Column) else None
         if column is not None and column.type.is_numeric:
@@ -66,4 +73,4 @@ def _postgres_error_free(condition: exp.Expression, table: TablePolicy) -> exp.E
             return node.__class__(this=node.this.copy(), expression=divisor)
         return node
 
-    return condition.transform(as_numeric).transform(guard_divisor)
+    return condition.transform(keep_integer_division).transform(as_numeric).transform(guard_divisor)

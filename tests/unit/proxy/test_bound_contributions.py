@@ -156,7 +156,9 @@ def test_one_person_moves_the_bounded_vectors_by_at_most_the_sensitivity(
     assert sum_change <= 300 + 1e-9
 
 
-def test_expression_aggregates_are_computed_and_clamped_in_the_engine(engine: duckdb.DuckDBPyConnection) -> None:
+def test_expression_aggregates_are_computed_and_clamped_in_the_engine(
+    engine: duckdb.DuckDBPyConnection,
+) -> None:
     # per person (weights 3/5 for patient 1): CASE is 1 for ages > 50 (patient 2's two rows and
     # patient 3's clamped-from-150 row), so the weighted total is 2 + 1 = 3
     assert run(engine, "SELECT SUM(CASE WHEN age > 50 THEN 1 ELSE 0 END) FROM visits") == [(3.0,)]

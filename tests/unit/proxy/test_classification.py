@@ -198,7 +198,7 @@ def test_constant_queries_get_postgres_column_names(sql: str, names: tuple[str, 
     ["SELECT note, COUNT(*) FROM visits GROUP BY note", "SELECT COUNT(*) FROM visits GROUP BY cost + 1"],
 )
 def test_keys_without_a_public_domain_are_thresholded(sql: str) -> None:
-    """Accepted by analysis; priced only with veil.delta > 0 (test_query_service covers the refusal)."""
+    """Accepted by analysis; priced only with veil.delta > 0 (test_query_service_both_backends covers the refusal)."""
     statement = classify_sql(sql)
     assert isinstance(statement, PrivateQuery)
     assert statement.shape.thresholded
