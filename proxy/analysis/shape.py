@@ -22,6 +22,7 @@ from sqlglot import exp
 
 from proxy.analysis.checks import SCALAR_NODES, check_predicate
 from proxy.analysis.intervals import interval, is_integer
+from proxy.analysis.per_person import PerPersonSource, per_person_table
 from proxy.config import ColumnPolicy, ColumnType, DatasetPolicy, TablePolicy
 from proxy.errors import PolicyViolationError, UnknownColumnError, UnknownTableError
 
@@ -132,6 +133,7 @@ class QueryShape:
     where: exp.Expression | None  # columns unqualified, checked against the allow-list
     postprocess: exp.Select  # over NOISY_TABLE; its i-th select item is the i-th output column
     output_names: tuple[str, ...]
+    source: PerPersonSource | None = None  # set when the query reads a per-person subquery
 
     @property
     def thresholded(self) -> bool:
@@ -184,7 +186,8 @@ def query_shape(tree: exp.Expression, dataset: DatasetPolicy) -> QueryShape:
         _table_policy(table, dataset)
     if not isinstance(tree, exp.Select):
         raise refuse("only SELECT statements may read private tables")
-    scope = _Scope(*_single_table(tree, dataset))
+    table, names, source = _single_table(tree, dataset)
+    scope = _Scope(table, names)
     _refuse_unsupported(tree)
     group_keys = tuple(scope.group_key(item, tree) for item in _group_items(tree))
     builder = _PostprocessBuilder(scope, group_keys)
@@ -200,7 +203,8 @@ def query_shape(tree: exp.Expression, dataset: DatasetPolicy) -> QueryShape:
     ):
         raise refuse("quantiles with GROUP BY keys taken from the data are not supported yet")
     names = tuple(_output_name(item) for item in tree.expressions)
-    return QueryShape(scope.table, group_keys, tuple(builder.aggregates), condition, postprocess, names)
+    aggregates = tuple(builder.aggregates)
+    return QueryShape(scope.table, group_keys, aggregates, condition, postprocess, names, source)
 
 
 def _table_policy(table: exp.Table, dataset: DatasetPolicy) -> TablePolicy:
@@ -218,14 +222,24 @@ def _table_policy(table: exp.Table, dataset: DatasetPolicy) -> TablePolicy:
     return policy
 
 
-def _single_table(select: exp.Select, dataset: DatasetPolicy) -> tuple[TablePolicy, set[str]]:
+def _single_table(
+    select: exp.Select, dataset: DatasetPolicy
+) -> tuple[TablePolicy, set[str], PerPersonSource | None]:
+    """The table a query reads: a private table, or a per-person subquery (analysis/per_person.py)."""
     from_clause = select.args.get("from_") or select.args.get("from")
-    if from_clause is None or not isinstance(from_clause.this, exp.Table) or select.args.get("joins"):
-        raise refuse("joins, subqueries and table functions over private tables are not supported yet")
     if select.args.get("with") or select.args.get("with_"):
         raise refuse("WITH clauses over private tables are not supported yet")
+    if (
+        from_clause is not None
+        and isinstance(from_clause.this, exp.Subquery)
+        and not select.args.get("joins")
+    ):
+        derived, source = per_person_table(from_clause.this, dataset)
+        return derived, {derived.name}, source
+    if from_clause is None or not isinstance(from_clause.this, exp.Table) or select.args.get("joins"):
+        raise refuse("joins over private tables are not supported yet")
     table = from_clause.this
-    return _table_policy(table, dataset), {table.name.lower(), table.alias_or_name.lower()}
+    return _table_policy(table, dataset), {table.name.lower(), table.alias_or_name.lower()}, None
 
 
 def _refuse_unsupported(select: exp.Select) -> None:

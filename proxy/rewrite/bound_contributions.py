@@ -186,12 +186,23 @@ def _filtered_rows(shape: QueryShape, quantities: tuple[Quantity, ...], *, diale
     columns = {q.column.name: q.column for q in quantities if q.column is not None}
     values = [_value(source, shape, dialect).as_(value_alias(source)) for source in columns.values()]
     projection = [*unit, *keys, *values] or [exp.Literal.number(1).as_("_dp_one")]  # COUNT(*) alone
-    rows = exp.select(*projection, copy=False).from_(exp.to_table(shape.table.name), copy=False)
+    rows = exp.select(*projection, copy=False).from_(_source(shape, dialect), copy=False)
     conditions = (
         [error_free(shape.where, table=shape.table, dialect=dialect)] if shape.where is not None else []
     )
     conditions += [_in_public_domain(key, shape, dialect) for key in shape.group_keys if not key.thresholded]
     return rows.where(exp.and_(*conditions), copy=False) if conditions else rows
+
+
+def _source(shape: QueryShape, dialect: str) -> exp.Expression:
+    """The table, or the per-person subquery (its own WHERE made error-free like any filter)."""
+    if shape.source is None:
+        return exp.to_table(shape.table.name)
+    inner = shape.source.select.copy()
+    where = inner.args.get("where")
+    if where is not None:
+        inner.set("where", exp.Where(this=error_free(where.this, table=shape.source.table, dialect=dialect)))
+    return inner.subquery(shape.table.name, copy=False)
 
 
 def _value(source: AggregateInput, shape: QueryShape, dialect: str) -> exp.Expression:

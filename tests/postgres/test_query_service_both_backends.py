@@ -345,3 +345,19 @@ def test_a_floored_group_key_is_double_precision_as_in_postgresql(service: Query
     assert outcome.table is not None
     assert outcome.table.columns[0].type is ColumnType.REAL
     assert all(type(row[0]) is float for row in outcome.table.rows)
+
+
+def test_per_person_subquery_counts_people(service: QueryService) -> None:
+    """1,000 patients with 3 visits each and one with 1: one row per person inside the subquery."""
+    settings = SessionSettings({"veil.epsilon": "1"})
+    outcome = run(
+        service,
+        "SELECT COUNT(*) AS people, AVG(veil_clamp(n, 0, 10)) AS visits FROM"
+        " (SELECT patient_id, COUNT(*) AS n FROM visits GROUP BY patient_id) AS p",
+        settings,
+    )
+    assert outcome.table is not None
+    people, visits = outcome.table.rows[0]
+    # COUNT: sensitivity 1 at ε = 1/3 → scale 3; AVG clamped into [0, 10] from noisy sum and count
+    assert abs(people - 1001) <= 60
+    assert visits is not None and abs(visits - 3.0) <= 0.5

@@ -164,3 +164,14 @@ def test_expression_aggregates_are_computed_and_clamped_in_the_engine(
     assert run(engine, "SELECT SUM(CASE WHEN age > 50 THEN 1 ELSE 0 END) FROM visits") == [(3.0,)]
     # veil_clamp bounds the unbounded patient_id to [0, 2]: 1·3 (patient 1, weighted) + 2·2 + 2 + 2 + 2
     assert run(engine, "SELECT SUM(veil_clamp(patient_id, 0, 2)) FROM visits") == [(3.0 + 4 + 2 + 2 + 2,)]
+
+
+def test_per_person_subquery_counts_people_and_averages_their_totals(
+    engine: duckdb.DuckDBPyConnection,
+) -> None:
+    # 5 people with 5, 2, 1, 1, 1 visits; clamped to [0, 3]: 3, 2, 1, 1, 1
+    rows = run(
+        engine,
+        "SELECT COUNT(*), SUM(veil_clamp(n, 0, 3)) FROM (SELECT patient_id, COUNT(*) AS n FROM visits GROUP BY patient_id) p",
+    )
+    assert rows == [(5, 8)]

@@ -132,7 +132,7 @@ def test_same_aggregate_twice_is_measured_once() -> None:
         ("SELECT COUNT(*) FROM visits WHERE random() < 0.5", "42501", "not allowed in WHERE"),
         ("SELECT COUNT(*) FROM visits WHERE SUM(age) > 1", "42501", "aggregate functions"),
         ("SELECT COUNT(*) FROM visits v JOIN people p ON true", "42501", "joins"),
-        ("SELECT COUNT(*) FROM (SELECT * FROM visits) s", "42501", "subqueries"),
+        ("SELECT COUNT(*) FROM (SELECT * FROM visits) s", "42501", "must GROUP BY its privacy unit"),
         ("SELECT COUNT(*) OVER () FROM visits", "42501", "window"),
         ("DELETE FROM visits", "42501", "only SELECT"),
         ("SELECT COUNT(*) FROM nowhere", "42P01", 'relation "nowhere" does not exist'),
@@ -221,3 +221,44 @@ def test_expression_bounds_come_from_interval_analysis(sql: str, bounds: tuple[f
     source = statement.shape.aggregates[0].column
     assert source is not None
     assert (source.lower, source.upper) == bounds
+
+
+def test_per_person_subquery_is_a_table_of_people() -> None:
+    statement = classify_sql(
+        "SELECT AVG(veil_clamp(n, 0, 20)) FROM (SELECT patient_id, COUNT(*) AS n FROM visits GROUP BY patient_id) p"
+    )
+    assert isinstance(statement, PrivateQuery)
+    assert statement.shape.table.privacy_unit is None, "one row per person"
+    assert statement.shape.source is not None and statement.shape.source.table.name == "visits"
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        (
+            "SELECT COUNT(*) FROM (SELECT region, COUNT(*) AS n FROM visits GROUP BY region) s",
+            "GROUP BY its privacy unit",
+        ),
+        (
+            "SELECT COUNT(*) FROM (SELECT patient_id, age FROM visits GROUP BY patient_id) s",
+            "must be aggregated",
+        ),
+        (
+            "SELECT COUNT(*) FROM (SELECT patient_id, COUNT(*) FROM visits GROUP BY patient_id) s",
+            "needs an alias",
+        ),
+        (
+            "SELECT AVG(n) FROM (SELECT patient_id, COUNT(*) AS n FROM visits GROUP BY patient_id) s",
+            "needs declared bounds",
+        ),
+        ("SELECT COUNT(*) FROM (SELECT * FROM visits) s", "GROUP BY its privacy unit"),
+        (
+            "SELECT COUNT(*) FROM (SELECT smoker, COUNT(*) AS n FROM people GROUP BY smoker) s",
+            "one person per row",
+        ),
+    ],
+)
+def test_other_subqueries_are_refused(sql: str, message: str) -> None:
+    with pytest.raises(ProxyError, match=message) as raised:
+        classify_sql(sql)
+    assert raised.value.sqlstate == "42501"
