@@ -58,6 +58,10 @@ class UnknownColumnError(ProxyError, sqlstate="42703"):
     """A column that the table's policy does not declare."""
 
 
+class AmbiguousColumnError(ProxyError, sqlstate="42702"):
+    """A bare column name that more than one joined table has."""
+
+
 class UndefinedObjectError(ProxyError, sqlstate="42704"):
     """An unknown setting name in SET/SHOW."""
 

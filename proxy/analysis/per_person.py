@@ -12,12 +12,12 @@ GROUP BY exactly the privacy unit, and plain aggregates of its columns.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from types import MappingProxyType
 
 from sqlglot import exp
 
 from proxy.analysis.checks import check_predicate
+from proxy.analysis.derived import DerivedSource
 from proxy.config import ColumnPolicy, ColumnType, DatasetPolicy, TablePolicy
 from proxy.errors import PolicyViolationError, UnknownColumnError, UnknownTableError
 
@@ -25,17 +25,11 @@ _INNER_AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
 PATTERN = "SELECT unit, COUNT(*) AS n, SUM(col) AS s FROM table [WHERE …] GROUP BY unit"
 
 
-@dataclass(frozen=True)
-class PerPersonSource:
-    select: exp.Select  # the subquery, columns unqualified; its WHERE is made error-free when built
-    table: TablePolicy  # the private table it reads
-
-
 def refuse(message: str) -> PolicyViolationError:
     return PolicyViolationError(message, hint=f"a subquery over private data must be per person: {PATTERN}")
 
 
-def per_person_table(subquery: exp.Subquery, dataset: DatasetPolicy) -> tuple[TablePolicy, PerPersonSource]:
+def per_person_table(subquery: exp.Subquery, dataset: DatasetPolicy) -> tuple[TablePolicy, DerivedSource]:
     inner = subquery.this
     if not isinstance(inner, exp.Select):
         raise refuse("only a SELECT can be used as a subquery over private data")
@@ -49,7 +43,7 @@ def per_person_table(subquery: exp.Subquery, dataset: DatasetPolicy) -> tuple[Ta
     columns, select = _columns(inner, table)
     name = subquery.alias_or_name or "_dp_per_person"
     derived = TablePolicy(name.lower(), None, 1, MappingProxyType(columns))
-    return derived, PerPersonSource(select, table)
+    return derived, DerivedSource(select, table)
 
 
 def _inner_table(inner: exp.Select, dataset: DatasetPolicy) -> TablePolicy:

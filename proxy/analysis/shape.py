@@ -21,10 +21,12 @@ from typing import Any
 from sqlglot import exp
 
 from proxy.analysis.checks import SCALAR_NODES, check_predicate
+from proxy.analysis.derived import DerivedSource
 from proxy.analysis.intervals import interval, is_integer
-from proxy.analysis.per_person import PerPersonSource, per_person_table
+from proxy.analysis.per_person import per_person_table
+from proxy.analysis.unit_join import joined_name, unit_join
 from proxy.config import ColumnPolicy, ColumnType, DatasetPolicy, TablePolicy
-from proxy.errors import PolicyViolationError, UnknownColumnError, UnknownTableError
+from proxy.errors import AmbiguousColumnError, PolicyViolationError, UnknownColumnError, UnknownTableError
 
 NOISY_TABLE = "_dp_noisy"
 ALLOWED_SHAPE = (
@@ -133,7 +135,7 @@ class QueryShape:
     where: exp.Expression | None  # columns unqualified, checked against the allow-list
     postprocess: exp.Select  # over NOISY_TABLE; its i-th select item is the i-th output column
     output_names: tuple[str, ...]
-    source: PerPersonSource | None = None  # set when the query reads a per-person subquery
+    source: DerivedSource | None = None  # set when the query reads a per-person subquery
 
     @property
     def thresholded(self) -> bool:
@@ -186,8 +188,8 @@ def query_shape(tree: exp.Expression, dataset: DatasetPolicy) -> QueryShape:
         _table_policy(table, dataset)
     if not isinstance(tree, exp.Select):
         raise refuse("only SELECT statements may read private tables")
-    table, names, source = _single_table(tree, dataset)
-    scope = _Scope(table, names)
+    table, names, source, joined = _single_table(tree, dataset)
+    scope = _Scope(table, names, joined)
     _refuse_unsupported(tree)
     group_keys = tuple(scope.group_key(item, tree) for item in _group_items(tree))
     builder = _PostprocessBuilder(scope, group_keys)
@@ -224,7 +226,7 @@ def _table_policy(table: exp.Table, dataset: DatasetPolicy) -> TablePolicy:
 
 def _single_table(
     select: exp.Select, dataset: DatasetPolicy
-) -> tuple[TablePolicy, set[str], PerPersonSource | None]:
+) -> tuple[TablePolicy, set[str], DerivedSource | None, dict[str, TablePolicy] | None]:
     """The table a query reads: a private table, or a per-person subquery (analysis/per_person.py)."""
     from_clause = select.args.get("from_") or select.args.get("from")
     if select.args.get("with") or select.args.get("with_"):
@@ -235,11 +237,30 @@ def _single_table(
         and not select.args.get("joins")
     ):
         derived, source = per_person_table(from_clause.this, dataset)
-        return derived, {derived.name}, source
-    if from_clause is None or not isinstance(from_clause.this, exp.Table) or select.args.get("joins"):
-        raise refuse("joins over private tables are not supported yet")
+        return derived, {derived.name}, source, None
+    if from_clause is None or not isinstance(from_clause.this, exp.Table):
+        raise refuse(
+            "subqueries over private tables must be per-person subqueries or joins on the privacy unit"
+        )
     table = from_clause.this
-    return _table_policy(table, dataset), {table.name.lower(), table.alias_or_name.lower()}, None
+    if select.args.get("joins"):
+        joined = unit_join(select, table, _joined_tables(select, table, dataset))
+        return joined.table, set(joined.aliases), joined.source, joined.aliases
+    return _table_policy(table, dataset), {table.name.lower(), table.alias_or_name.lower()}, None, None
+
+
+def _joined_tables(select: exp.Select, first: exp.Table, dataset: DatasetPolicy) -> dict[str, TablePolicy]:
+    tables: dict[str, TablePolicy] = {}
+    for table in [first, *(join.this for join in select.args["joins"])]:
+        if not isinstance(table, exp.Table):
+            raise refuse("only tables can be joined (per-person subqueries cannot be joined yet)")
+        alias = table.alias_or_name.lower()
+        if alias in tables:
+            raise refuse(
+                f'table name "{alias}" specified more than once', hint="give each table its own alias"
+            )
+        tables[alias] = _table_policy(table, dataset)
+    return tables
 
 
 def _refuse_unsupported(select: exp.Select) -> None:
@@ -258,10 +279,14 @@ def _group_items(select: exp.Select) -> list[exp.Expression]:
 class _Scope:
     """The one table a query reads, and how its column references resolve."""
 
-    def __init__(self, table: TablePolicy, names: set[str]) -> None:
-        self.table, self.names = table, names
+    def __init__(
+        self, table: TablePolicy, names: set[str], joined: dict[str, TablePolicy] | None = None
+    ) -> None:
+        self.table, self.names, self.joined = table, names, joined
 
     def column(self, node: exp.Column) -> ColumnPolicy:
+        if self.joined is not None:
+            return self._joined_column(node, self.joined)
         if node.table and node.table.lower() not in self.names:
             raise UnknownColumnError(f'missing FROM-clause entry for table "{node.table}"')
         policy = self.table.column(node.name)
@@ -270,6 +295,29 @@ class _Scope:
                 f'column "{node.name}" does not exist',
                 hint=f"columns of {self.table.name}: {', '.join(self.table.columns)}",
             )
+        return policy
+
+    def _joined_column(self, node: exp.Column, joined: dict[str, TablePolicy]) -> ColumnPolicy:
+        """``v.cost`` → the joined table's ``v__cost``; a bare name must belong to exactly one table."""
+        name = node.name.lower()
+        already_resolved = self.table.column(name)
+        if not node.table and already_resolved is not None:
+            return already_resolved
+        if node.table:
+            alias = node.table.lower()
+            if alias not in joined:
+                raise UnknownColumnError(f'missing FROM-clause entry for table "{node.table}"')
+            candidates = [alias] if joined[alias].column(name) is not None else []
+        else:
+            candidates = [alias for alias, policy in joined.items() if policy.column(name) is not None]
+        if len(candidates) > 1:
+            raise AmbiguousColumnError(
+                f'column reference "{node.name}" is ambiguous',
+                hint=f"qualify it: {candidates[0]}.{node.name}",
+            )
+        policy = self.table.column(joined_name(candidates[0], name)) if candidates else None
+        if policy is None:
+            raise UnknownColumnError(f'column "{node.sql(dialect="postgres")}" does not exist')
         return policy
 
     def unqualified(self, expression: exp.Expression) -> exp.Expression:

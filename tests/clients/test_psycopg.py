@@ -241,10 +241,10 @@ REFUSED = [
     ),
     pytest.param("SELECT MODE() WITHIN GROUP (ORDER BY sex) FROM patients", "42501", "mode", id="mode"),
     pytest.param(
-        "SELECT COUNT(*) FROM patients p JOIN visits v ON p.patient_id = v.patient_id",
+        "SELECT COUNT(*) FROM patients p LEFT JOIN visits v ON p.patient_id = v.patient_id",
         "42501",
-        "join",
-        id="join",
+        "inner joins",
+        id="left-join",
     ),
     pytest.param("SELECT COUNT(*) FROM patients ORDER BY age", "42501", "private", id="order-by-private"),
     pytest.param("DELETE FROM patients", "42501", "only SELECT", id="delete"),
@@ -427,4 +427,19 @@ def test_post_processing_runs_on_noisy_values(connect: Connect, admin: Admin) ->
     assert len(rows) == 3
     assert [row[1] for row in rows] == sorted((row[1] for row in rows), reverse=True)
     assert all(0 <= row[2] <= 100 for row in rows)
+    assert admin.balance(analyst)["spent_epsilon"] == pytest.approx(0.1)
+
+
+def test_join_on_the_privacy_unit_is_answered(connect: Connect, admin: Admin) -> None:
+    analyst = admin.add_analyst(1.0, prefix="join")
+    rows = (
+        connect(analyst)
+        .execute(
+            "SELECT p.sex, COUNT(*) AS visits FROM visits v JOIN patients p ON v.patient_id = p.patient_id"
+            " GROUP BY p.sex ORDER BY p.sex"
+        )
+        .fetchall()
+    )
+    assert [row[0] for row in rows] == ["female", "male"]
+    assert all(row[1] > 0 for row in rows)
     assert admin.balance(analyst)["spent_epsilon"] == pytest.approx(0.1)

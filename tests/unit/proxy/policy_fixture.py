@@ -24,6 +24,15 @@ note = { type = "text" }
 region = { type = "text", public = true, values = ["north", "south"] }
 sex = { type = "text", public = true, values = ["female", "male"] }
 
+[datasets.clinic.tables.patients]
+privacy_unit = "patient_id"
+max_contributions = 1
+
+[datasets.clinic.tables.patients.columns]
+patient_id = { type = "integer" }
+age = { type = "integer", lower = 0, upper = 100 }
+sex = { type = "text", public = true, values = ["female", "male"] }
+
 [datasets.clinic.tables.ratings]
 privacy_unit = "user_id"
 max_contributions = "auto"

@@ -39,6 +39,10 @@ def engine(tmp_path: Path) -> duckdb.DuckDBPyConnection:
         "CREATE TABLE visits (patient_id INTEGER, age INTEGER, cost DOUBLE, note VARCHAR, region VARCHAR, sex VARCHAR)"
     )
     connection.executemany("INSERT INTO visits VALUES (?, ?, ?, ?, ?, ?)", VISITS)
+    connection.execute(
+        "CREATE TABLE patients AS SELECT * FROM (VALUES (1, 30, 'female'), (2, 60, 'male'), (3, 99, 'male'),"
+        " (4, 40, 'male'), (6, 50, 'female')) AS t(patient_id, age, sex)"
+    )
     return connection
 
 
@@ -175,3 +179,18 @@ def test_per_person_subquery_counts_people_and_averages_their_totals(
         "SELECT COUNT(*), SUM(veil_clamp(n, 0, 3)) FROM (SELECT patient_id, COUNT(*) AS n FROM visits GROUP BY patient_id) p",
     )
     assert rows == [(5, 8)]
+
+
+def test_join_on_the_privacy_unit_bounds_each_person_across_both_tables(
+    engine: duckdb.DuckDBPyConnection,
+) -> None:
+    """max_contributions 3 (visits) × 1 (patients) = 3 joined rows per person; patient 5 has no
+    patients row and patient 6 no visit, so neither appears in the inner join."""
+    rows = dict(
+        run(
+            engine,
+            "SELECT p.sex, COUNT(*) FROM visits AS v JOIN patients AS p ON v.patient_id = p.patient_id GROUP BY p.sex",
+        )
+    )
+    # female: patient 1 (5 visits scaled to 3); male: patients 2 (2), 3 (1), 4 (1)
+    assert rows == {"female": 3.0, "male": 4.0}

@@ -131,7 +131,7 @@ def test_same_aggregate_twice_is_measured_once() -> None:
         ("SELECT COUNT(*) FROM visits WHERE age IN (SELECT age FROM visits)", "42501", "subqueries"),
         ("SELECT COUNT(*) FROM visits WHERE random() < 0.5", "42501", "not allowed in WHERE"),
         ("SELECT COUNT(*) FROM visits WHERE SUM(age) > 1", "42501", "aggregate functions"),
-        ("SELECT COUNT(*) FROM visits v JOIN people p ON true", "42501", "joins"),
+        ("SELECT COUNT(*) FROM visits v JOIN people p ON true", "42501", "no privacy-unit column"),
         ("SELECT COUNT(*) FROM (SELECT * FROM visits) s", "42501", "must GROUP BY its privacy unit"),
         ("SELECT COUNT(*) OVER () FROM visits", "42501", "window"),
         ("DELETE FROM visits", "42501", "only SELECT"),
@@ -262,3 +262,50 @@ def test_other_subqueries_are_refused(sql: str, message: str) -> None:
     with pytest.raises(ProxyError, match=message) as raised:
         classify_sql(sql)
     assert raised.value.sqlstate == "42501"
+
+
+def test_join_on_the_privacy_unit_multiplies_the_bounds() -> None:
+    statement = classify_sql(
+        "SELECT p.sex, AVG(v.cost) FROM visits v JOIN patients p ON v.patient_id = p.patient_id GROUP BY p.sex"
+    )
+    assert isinstance(statement, PrivateQuery)
+    assert (statement.shape.table.privacy_unit, statement.shape.table.max_contributions) == (
+        "v__patient_id",
+        3,
+    )
+    assert statement.shape.output_names == ("sex", "avg")
+
+
+@pytest.mark.parametrize(
+    ("sql", "sqlstate", "message"),
+    [
+        ("SELECT COUNT(*) FROM visits v JOIN patients p ON v.age = p.age", "42501", "privacy units"),
+        (
+            "SELECT COUNT(*) FROM visits v LEFT JOIN patients p ON v.patient_id = p.patient_id",
+            "42501",
+            "inner joins",
+        ),
+        ("SELECT COUNT(*) FROM visits v CROSS JOIN patients p", "42501", "inner joins"),
+        ("SELECT COUNT(*) FROM visits NATURAL JOIN patients", "42501", "privacy units"),
+        (
+            "SELECT COUNT(*) FROM visits v JOIN people p ON v.patient_id = p.smoker",
+            "42501",
+            "no privacy-unit column",
+        ),
+        ("SELECT COUNT(*) FROM visits v JOIN ratings r ON v.patient_id = r.user_id", "42501", "auto"),
+        (
+            "SELECT COUNT(age) FROM visits v JOIN patients p ON v.patient_id = p.patient_id",
+            "42702",
+            "ambiguous",
+        ),
+        (
+            "SELECT COUNT(x.age) FROM visits v JOIN patients p USING (patient_id)",
+            "42703",
+            "missing FROM-clause",
+        ),
+    ],
+)
+def test_other_joins_are_refused(sql: str, sqlstate: str, message: str) -> None:
+    with pytest.raises(ProxyError, match=message) as raised:
+        classify_sql(sql)
+    assert raised.value.sqlstate == sqlstate
