@@ -7,25 +7,18 @@ execution and commit can only overcharge. A failure before any noisy value exist
 
 from __future__ import annotations
 
-import dataclasses
-import datetime
 import logging
-import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
 
 import duckdb
 from sqlglot import exp
 
 from budget.ledger import Ledger
-from mechanisms.contribution_bound import dp_contribution_bound
 from mechanisms.random_source import RandomSource
 from proxy import __version__
-from proxy.analysis.intervals import is_integer
 from proxy.analysis.parse import parse_statements
-from proxy.analysis.shape import GroupKey, QueryShape
+from proxy.analysis.shape import QueryShape
 from proxy.analysis.statements import (
     ConstantQuery,
     PrivateQuery,
@@ -40,23 +33,25 @@ from proxy.analysis.statements import (
 from proxy.backends.base import Backend
 from proxy.backends.duckdb import DuckDBBackend
 from proxy.config import ColumnType, DatasetPolicy
-from proxy.errors import InvalidParameterValueError, PolicyViolationError, UnsupportedQueryError
+from proxy.errors import UnsupportedQueryError
+from proxy.planning import (
+    checked_epsilon,
+    choose_contribution_bound,
+    histogram_queries,
+    prepare_release,
+    resolve_group_domains,
+)
 from proxy.release.apply import Histograms, ReleasedTable, ResultColumn, release
-from proxy.release.plan import ReleasePlan, bound_selection_epsilon, price_query
+from proxy.release.plan import ReleasePlan, bound_selection_epsilon
 from proxy.release.postprocess import PostprocessEngine
 from proxy.rewrite.bound_contributions import (
     QUANTILE_GRID,
-    bounded_query,
-    contributions_histogram_query,
-    histogram_query,
 )
-from proxy.rewrite.group_domains import domain_query
 from proxy.rewrite.session_info import SessionInfo, constant_query
 from proxy.settings import SETTINGS, SessionSettings, lookup
 
 log = logging.getLogger("veil.query")
 
-MAX_GROUP_CELLS = 10_000
 VERSION_STRING = f"PostgreSQL 16.0 (Veil {__version__}, differentially private SQL proxy)"
 
 _DUCKDB_TYPES = {
@@ -243,106 +238,6 @@ class QueryService:
         if name.lower() == "veil.epsilon" and not value:
             return repr(self.dataset.default_epsilon)
         return value
-
-
-def checked_epsilon(dataset: DatasetPolicy, chosen: float | None) -> float:
-    """The ε one query spends: the session's choice, else the dataset default, never above max_epsilon."""
-    epsilon = dataset.default_epsilon if chosen is None else chosen
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise InvalidParameterValueError(f"epsilon must be greater than 0, got {epsilon:g}")
-    if epsilon > dataset.max_epsilon:
-        raise InvalidParameterValueError(
-            f"veil.epsilon = {epsilon:g} exceeds this dataset's max_epsilon of {dataset.max_epsilon:g}",
-            hint=f"SET veil.epsilon to at most {dataset.max_epsilon:g}",
-        )
-    return epsilon
-
-
-Execute = Callable[[str], tuple[list[tuple[str, str]], list[tuple[Any, ...]]]]
-
-
-def resolve_group_domains(shape: QueryShape, *, execute: Execute, dialect: str) -> QueryShape:
-    """Fill in the public key domain of each GROUP BY expression, evaluated by ``execute`` (the
-    engine) over the values the policy allows — never over a table."""
-    keys = []
-    for key in shape.group_keys:
-        if key.values is None and not key.thresholded:
-            sql = domain_query(key, table=shape.table, dialect=dialect).sql(dialect=dialect)
-            raw = [row[0] for row in execute(sql)[1] if row[0] is not None]
-            type_ = _key_type(key, shape, raw)
-            key = key.with_domain(tuple(sorted({_typed(value, type_) for value in raw})), type_)
-        keys.append(key)
-    return shape.with_group_keys(tuple(keys))
-
-
-def _key_type(key: GroupKey, shape: QueryShape, values: list[Any]) -> ColumnType:
-    """Numbers are typed from the expression, as PostgreSQL types it — not from whichever Python type
-    an engine hands back (PostgreSQL's NUMERIC arrives as Decimal, DuckDB's as float or int)."""
-    for python_type, column_type in ((bool, ColumnType.BOOLEAN), (str, ColumnType.TEXT)):
-        if values and all(isinstance(value, python_type) for value in values):
-            return column_type
-    if values and all(isinstance(value, datetime.date) for value in values):
-        return ColumnType.DATE
-    return ColumnType.INTEGER if is_integer(key.expression, shape.table) else ColumnType.REAL
-
-
-def _typed(value: Any, type_: ColumnType) -> Any:
-    if type_ is ColumnType.INTEGER:
-        return int(value)
-    if type_ is ColumnType.REAL:
-        return float(value)
-    return value
-
-
-def prepare_release(
-    shape: QueryShape, *, epsilon: float, dialect: str, delta: float = 0.0, bound_epsilon: float = 0.0
-) -> tuple[ReleasePlan, str | None]:
-    """Price and rewrite without touching the engine or the ledger (``veil explain`` stops here).
-    The SQL is the main engine query, None when every aggregate is a quantile."""
-    if shape.thresholded and delta <= 0:
-        key = next(key for key in shape.group_keys if key.thresholded)
-        raise PolicyViolationError(
-            f"GROUP BY {key.label}: the keys are not public",
-            detail=f'"{key.source.name}" is private and has no public value list, so its keys would come from the data',
-            hint="SET veil.delta = 1e-6 (for example) to release only keys that enough people share "
-            "(τ-thresholding), or declare the column public with its values in the policy",
-        )
-    cells = shape.cells
-    if cells is not None and cells > MAX_GROUP_CELLS:
-        raise UnsupportedQueryError(
-            f"the GROUP BY has {cells} public cells; at most {MAX_GROUP_CELLS} are answered",
-            hint="group by fewer columns or filter with WHERE",
-        )
-    plan = price_query(
-        shape, epsilon=epsilon, delta=delta if shape.thresholded else 0.0, bound_epsilon=bound_epsilon
-    )
-    scalars = tuple(m.quantity for m in plan.scalar_measurements)
-    main = bounded_query(shape, scalars, dialect=dialect).sql(dialect=dialect) if scalars else None
-    return plan, main
-
-
-def choose_contribution_bound(
-    shape: QueryShape, *, epsilon: float, execute: Execute, dialect: str, rng: RandomSource
-) -> QueryShape:
-    """max_contributions = "auto": L is a DP 0.99-quantile of this query's per-person row counts,
-    capped at the policy's contribution_cap (mechanisms/contribution_bound.py). It costs
-    ``epsilon`` (a tenth of the query's ε); each person is one count, so the sensitivity is 1."""
-    cap = shape.table.max_contributions
-    sql = contributions_histogram_query(shape, cap=cap, dialect=dialect).sql(dialect=dialect)
-    people_by_count = {int(count): int(people) for count, people in execute(sql)[1]}
-    bound = dp_contribution_bound(people_by_count, cap=cap, epsilon=epsilon, rng=rng)
-    return dataclasses.replace(shape, table=shape.table.with_max_contributions(bound))
-
-
-def histogram_queries(plan: ReleasePlan, *, dialect: str) -> dict[str, str]:
-    """One engine query per column whose quantiles the plan measures."""
-    columns = {
-        m.quantity.column.name: m.quantity.column for m in plan.quantile_measurements if m.quantity.column
-    }
-    return {
-        name: histogram_query(plan.shape, column, dialect=dialect).sql(dialect=dialect)
-        for name, column in columns.items()
-    }
 
 
 def _typed_table(

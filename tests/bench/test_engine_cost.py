@@ -20,7 +20,7 @@ import pytest
 from proxy.analysis.parse import parse_statements
 from proxy.analysis.statements import PrivateQuery, classify
 from proxy.config import parse_config
-from proxy.query_service import prepare_release
+from proxy.planning import prepare_release
 from proxy.release.apply import release
 
 pytestmark = pytest.mark.bench

@@ -21,7 +21,7 @@ from proxy.backends import dialect_of, open_backend
 from proxy.backends.postgres import PostgresBackend, describe_dsn
 from proxy.config import DatasetPolicy, parse_config
 from proxy.errors import BackendUnavailableError, ConfigError
-from proxy.query_service import prepare_release
+from proxy.planning import prepare_release
 from proxy.server import build_context
 from tests.postgres.conftest import in_schema
 

@@ -32,7 +32,8 @@ from proxy.errors import (
     PolicyViolationError,
     as_proxy_error,
 )
-from proxy.query_service import Principal, QueryService, StatementOutcome, prepare_release
+from proxy.planning import prepare_release
+from proxy.query_service import Principal, QueryService, StatementOutcome
 from proxy.release.apply import release
 from proxy.settings import SessionSettings
 from proxy.wire.scram import make_scram_verifier

@@ -1,0 +1,602 @@
+"""Top-m genre combinations per user class under DP: Yamaguchi & Yoshiura (seed 004), Tables 3-12 shape.
+
+The paper recommends, for each class of users, the m most "purchased" movie categories, where a purchase
+is a rating >= 4 and a category is a *combination* of genres ("Action|Adventure|Sci-Fi"). It compares:
+
+* (a) conventional: a noisy frequency table over every combination; the sensitivity is the number of
+  combinations, because one person can purchase all of them;
+* (b) reduced attributes, order i: only combinations of at most i genres are counted (sensitivity = how
+  many such combinations exist), the others are ignored;
+* (c) proposed: a noisy table of the basic genres (budget r*eps) plus a noisy "relationship" table
+  saying how many of the m slots go to combinations of 1, 2, 3 genres (budget (1-r)*eps); the frequency
+  of a combination is estimated as the mean of its genres' frequencies, r = 0.1.
+
+Accuracy is P@m against the non-private top-m. Every noisy table here is a SQL query answered by Veil's
+QueryService in process (policy, ledger, contribution bounding, noise), so the privacy accounting is
+Veil's own; only the estimation step of (c) is post-processing in Python. See docs/examples.md.
+
+    .venv/bin/python examples/movielens_genres.py [--runs N] [--seed S] [--json] [--data PATH]
+
+MovieLens ml-latest-small has no gender, age or occupation, so the user classes are per-user attributes
+with fixed public cut-offs: activity (number of ratings), cohort (year of the first rating) and both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from budget.ledger import Ledger
+from budget.loss import PrivacyLoss
+from proxy.backends.duckdb import DuckDBBackend
+from proxy.config import parse_config
+from proxy.errors import UnsupportedQueryError
+from proxy.query_service import Principal, QueryService
+from proxy.settings import SessionSettings
+from proxy.wire.scram import make_scram_verifier
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "movielens_dslabs.csv"
+DATASET = "movielens"
+
+# The genre vocabulary of MovieLens (its README lists these labels): public metadata, not read from the
+# ratings. "(no genres listed)" never combines with another label, so it is one more order-1 category.
+NO_GENRES = "(no genres listed)"
+GENRES = (
+    "Action",
+    "Adventure",
+    "Animation",
+    "Children",
+    "Comedy",
+    "Crime",
+    "Documentary",
+    "Drama",
+    "Fantasy",
+    "Film-Noir",
+    "Horror",
+    "IMAX",
+    "Musical",
+    "Mystery",
+    "Romance",
+    "Sci-Fi",
+    "Thriller",
+    "War",
+    "Western",
+)
+VOCABULARY = (NO_GENRES, *GENRES)
+MAX_ORDER = 3  # the paper's reduced-attributes and proposed methods go up to third-order categories
+PURCHASE_RATING = 4.0  # "a user bought a category if they rated it 4 or 5"
+EPSILONS = (1.0, 2.0)  # the paper's "strong" and "weak" anonymization
+TOP_M = (10, 20)
+RATIO = 0.1  # r: the basic table gets r*eps, the relationship table (1 - r)*eps
+
+APPROACHES = ("exact", "conventional", "reduced1", "reduced2", "reduced3", "proposed")
+PRIVATE_APPROACHES = APPROACHES[1:]
+NONE_LEVEL = "none"
+
+# User classes: per-user attributes with fixed, public cut-offs (each user is in exactly one class).
+ACTIVITY_SQL = "CASE WHEN n_ratings < 50 THEN 'light' WHEN n_ratings < 150 THEN 'medium' ELSE 'heavy' END"
+COHORT_SQL = (
+    "CASE WHEN first_year < 2000 THEN '-1999' WHEN first_year < 2005 THEN '2000-2004' "
+    "WHEN first_year < 2010 THEN '2005-2009' ELSE '2010-' END"
+)
+ACTIVITY = ("light", "medium", "heavy")
+COHORT = ("-1999", "2000-2004", "2005-2009", "2010-")
+
+
+@dataclass(frozen=True)
+class Experiment:
+    column: str  # the public class column of the derived tables
+    title: str
+    classes: tuple[str, ...]
+
+
+EXPERIMENTS = (
+    Experiment("activity", "activity: ratings < 50 / 50-149 / >= 150 (cf. gender x age, Tables 3-4)", ACTIVITY),
+    Experiment("cohort", "cohort: year of the first rating (cf. occupation, Tables 5-6)", COHORT),
+    Experiment(
+        "segment",
+        "activity x cohort, 12 small classes (cf. gender x age x occupation, Tables 7-8)",
+        tuple(f"{a}/{c}" for a in ACTIVITY for c in COHORT),
+    ),
+)
+
+
+def combinations_up_to(order: int) -> tuple[str, ...]:
+    """Every category of at most ``order`` genres, written as the data writes them (sorted, '|')."""
+    combos = [NO_GENRES, *GENRES]
+    for k in range(2, order + 1):
+        combos += ["|".join(c) for c in itertools.combinations(GENRES, k)]
+    return tuple(combos)
+
+
+def combinations_of_order(order: int) -> tuple[str, ...]:
+    if order == 1:
+        return VOCABULARY
+    return tuple("|".join(c) for c in itertools.combinations(GENRES, order))
+
+
+# --------------------------------------------------------------------------------------------------------
+# The data, in DuckDB
+
+
+def build_database(data: Path, path: Path) -> tuple[str, ...]:
+    """Derived tables for Veil (one row per person and purchased category, etc.) and the public catalog
+    of genre combinations. Returns that catalog."""
+    genres_sorted = "array_to_string(list_sort(string_split(genres, '|')), '|')"
+    with duckdb.connect(str(path)) as connection:
+        connection.execute(
+            f"CREATE TABLE ratings AS SELECT CAST(userId AS BIGINT) AS user_id, CAST(movieId AS BIGINT) AS movie_id,"
+            f" {genres_sorted} AS combo, CAST(rating AS DOUBLE) AS rating, CAST(timestamp AS BIGINT) AS ts"
+            " FROM read_csv(?, header = true) WHERE genres IS NOT NULL",
+            [str(data)],
+        )
+        connection.execute(
+            "CREATE TABLE users AS SELECT user_id, n_ratings, first_year,"
+            f" {ACTIVITY_SQL} AS activity, {COHORT_SQL} AS cohort,"
+            f" ({ACTIVITY_SQL}) || '/' || ({COHORT_SQL}) AS segment"
+            " FROM (SELECT user_id, COUNT(*) AS n_ratings, year(to_timestamp(MIN(ts))) AS first_year"
+            " FROM ratings GROUP BY user_id)"
+        )
+        classes = "u.user_id, u.activity, u.cohort, u.segment"
+        # (a)/(b): one row per person and purchased category (a person counts once per category)
+        connection.execute(
+            f"CREATE TABLE combos AS SELECT DISTINCT {classes}, r.combo,"
+            " len(string_split(r.combo, '|')) AS n_genres"
+            f" FROM ratings r JOIN users u USING (user_id) WHERE r.rating >= {PURCHASE_RATING}"
+        )
+        for order in range(1, MAX_ORDER + 1):  # same rows: Veil drops those outside the public domain
+            connection.execute(f"CREATE TABLE combos_upto{order} AS SELECT * FROM combos")
+        # (c) basic table: each purchased category split into its genres (Veil bounds a person's total)
+        connection.execute(
+            "CREATE TABLE purchase_genres AS SELECT user_id, activity, cohort, segment,"
+            " unnest(string_split(combo, '|')) AS genre FROM combos"
+        )
+        # (c) relationship table: one indicator per person and order of the categories they purchased
+        connection.execute(
+            "CREATE TABLE purchase_orders AS SELECT DISTINCT user_id, activity, cohort, segment, n_genres"
+            " FROM combos"
+        )
+        catalog = [row[0] for row in connection.execute("SELECT DISTINCT combo FROM ratings ORDER BY 1").fetchall()]
+    return tuple(catalog)
+
+
+def _values(values: Iterable[object]) -> str:
+    return json.dumps(list(values), ensure_ascii=False)
+
+
+def policy_toml(catalog: Sequence[str], *, max_epsilon: float) -> str:
+    """One DuckDB dataset; every table's privacy unit is the user, L = the number of public cells one
+    person can touch (the paper's sensitivities)."""
+    classes = {e.column: e.classes for e in EXPERIMENTS}
+    class_columns = "".join(
+        f'{column} = {{ type = "text", public = true, values = {_values(values)} }}\n'
+        for column, values in classes.items()
+    )
+    tables = {
+        "combos": ("combo", "text", catalog),
+        **{f"combos_upto{i}": ("combo", "text", combinations_up_to(i)) for i in range(1, MAX_ORDER + 1)},
+        "purchase_genres": ("genre", "text", VOCABULARY),
+        "purchase_orders": ("n_genres", "integer", range(1, MAX_ORDER + 1)),
+    }
+    text = f"""
+[datasets.{DATASET}]
+path = "movielens.duckdb"
+default_epsilon = 1.0
+max_epsilon = {max_epsilon!r}
+"""
+    for table, (key, type_, domain) in tables.items():
+        domain = list(domain)
+        text += f"""
+[datasets.{DATASET}.tables.{table}]
+privacy_unit = "user_id"
+max_contributions = {len(domain)}
+
+[datasets.{DATASET}.tables.{table}.columns]
+user_id = {{ type = "integer" }}
+{class_columns}{key} = {{ type = "{type_}", public = true, values = {_values(domain)} }}
+"""
+    return text
+
+
+# --------------------------------------------------------------------------------------------------------
+# Exact (non-private) statistics, straight from DuckDB
+
+Table = dict[str, dict[object, float]]  # class -> key -> count
+
+
+def exact_table(connection: duckdb.DuckDBPyConnection, sql: str) -> Table:
+    table: Table = {}
+    for cls, key, value in connection.execute(sql).fetchall():
+        table.setdefault(cls, {})[key] = float(value)
+    return table
+
+
+@dataclass
+class ExactStatistics:
+    combos: Table  # distinct purchasers per category
+    basic: Table  # the basic table as Veil bounds it (each person's genre rows scaled to L = 20)
+    orders: Table  # distinct purchasers per order 1..3
+    records: dict[str, int]  # purchase records per class (the paper's weights, Table 13)
+
+
+def exact_statistics(path: Path, experiment: Experiment) -> ExactStatistics:
+    column = experiment.column
+    bound = len(VOCABULARY)
+    with duckdb.connect(str(path), read_only=True) as connection:
+        combos = exact_table(connection, f"SELECT {column}, combo, COUNT(*) FROM combos GROUP BY ALL")
+        basic = exact_table(
+            connection,
+            f"SELECT {column}, genre, SUM(w) FROM purchase_genres JOIN (SELECT user_id,"
+            f" LEAST(1.0, {bound} / COUNT(*)) AS w FROM purchase_genres GROUP BY user_id) USING (user_id)"
+            " GROUP BY ALL",
+        )
+        orders = exact_table(
+            connection,
+            f"SELECT {column}, n_genres, COUNT(*) FROM purchase_orders WHERE n_genres <= {MAX_ORDER} GROUP BY ALL",
+        )
+        records = dict(
+            connection.execute(
+                f"SELECT u.{column}, COUNT(*) FROM ratings r JOIN users u USING (user_id)"
+                f" WHERE r.rating >= {PURCHASE_RATING} GROUP BY ALL"
+            ).fetchall()
+        )
+    return ExactStatistics(combos, basic, orders, {c: int(records.get(c, 0)) for c in experiment.classes})
+
+
+# --------------------------------------------------------------------------------------------------------
+# Recommendations and P@m
+
+
+def top(counts: Mapping[object, float], m: int, *, keep: Iterable[object] | None = None) -> list[object]:
+    """The m largest counts, ties broken by the key (deterministic)."""
+    keys = counts if keep is None else [k for k in keep if k in counts]
+    return sorted(keys, key=lambda k: (-counts[k], str(k)))[:m]
+
+
+def precision_at(recommended: Sequence[object], correct: Sequence[object], m: int) -> float:
+    return len(set(recommended[:m]) & set(correct[:m])) / m
+
+
+def allocate_slots(orders: Mapping[object, float], m: int) -> dict[int, int]:
+    """The relationship table as slots: m split over orders 1..3 in proportion to the (noisy) counts,
+    by largest remainder; negative noisy counts count as 0, and all-zero means an even split."""
+    weights = {k: max(float(orders.get(k, 0.0)), 0.0) for k in range(1, MAX_ORDER + 1)}
+    total = sum(weights.values())
+    if total <= 0:
+        weights, total = dict.fromkeys(weights, 1.0), float(len(weights))
+    shares = {k: m * w / total for k, w in weights.items()}
+    slots = {k: int(share) for k, share in shares.items()}
+    for k in sorted(shares, key=lambda k: (-(shares[k] - slots[k]), k))[: m - sum(slots.values())]:
+        slots[k] += 1
+    return slots
+
+
+CANDIDATES = {k: combinations_of_order(k) for k in range(1, MAX_ORDER + 1)}
+
+
+def proposed_top(basic: Mapping[object, float], orders: Mapping[object, float], m: int) -> list[str]:
+    """(c): estimate f(A|B|...) as the mean of the basic frequencies and fill each order's slots."""
+    picks: list[str] = []
+    for k, slots in allocate_slots(orders, m).items():
+        estimate = {c: statistics.fmean(basic.get(g, 0.0) for g in c.split("|")) for c in CANDIDATES[k]}
+        picks += [str(c) for c in top(estimate, slots)]
+    return picks
+
+
+def recommendations(
+    approach: str, *, combos: Table, basic: Table, orders: Table, cls: str, m: int
+) -> list[object]:
+    if approach in ("exact", "conventional"):
+        return top(combos.get(cls, {}), m)
+    if approach.startswith("reduced"):
+        order = int(approach.removeprefix("reduced"))
+        return top(combos.get(cls, {}), m, keep=combinations_up_to(order))
+    return list(proposed_top(basic.get(cls, {}), orders.get(cls, {}), m))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Noisy tables, through Veil's SQL
+
+
+class VeilSession:
+    """Veil's QueryService in process: one analyst (ledger account) per approach."""
+
+    def __init__(self, workdir: Path, catalog: Sequence[str], *, max_epsilon: float, seed: int) -> None:
+        config = parse_config(policy_toml(catalog, max_epsilon=max_epsilon), path=workdir / "veil.toml")
+        dataset = config.dataset(DATASET)
+        assert dataset is not None
+        self.ledger = Ledger.create(workdir / "ledger.sqlite")
+        for name in PRIVATE_APPROACHES:
+            self.ledger.add_analyst(name, make_scram_verifier(name, iterations=1))
+            self.ledger.grant(name, DATASET, PrivacyLoss(1e9))
+        # seeded for a reproducible example; `veil serve` uses the OS CSPRNG and cannot be seeded
+        self.service = QueryService(
+            dataset,
+            backend=DuckDBBackend(workdir / "movielens.duckdb"),
+            sandbox=DuckDBBackend.sandbox(),
+            ledger=self.ledger,
+            rng=random.Random(seed),
+        )
+        self.settings = {name: SessionSettings() for name in PRIVATE_APPROACHES}
+
+    def close(self) -> None:
+        self.service.backend.close()
+
+    def sql(self, principal: str, text: str) -> list[tuple[object, ...]]:
+        (tree,) = self.service.parse(text)
+        outcome = self.service.run(tree, principal=Principal(principal), settings=self.settings[principal])
+        return outcome.table.rows if outcome.table is not None else []
+
+    def spent(self, principal: str) -> float:
+        return self.ledger.balance(principal, DATASET).spent_epsilon
+
+    def noisy_table(
+        self, principal: str, experiment: Experiment, table: str, key: str, *, epsilon: float
+    ) -> Table:
+        """COUNT(*) per (class, key), all public cells. One GROUP BY over the classes (classes are
+        disjoint in people, so this costs epsilon once); if Veil refuses that many cells (it answers at
+        most 10,000, and a refusal spends nothing), one query per class, which the ledger charges each."""
+        self.sql(principal, f"SET veil.epsilon = {epsilon!r}")
+        column = experiment.column
+        result: Table = {}
+        try:
+            rows = self.sql(principal, f"SELECT {column}, {key}, COUNT(*) FROM {table} GROUP BY {column}, {key}")
+        except UnsupportedQueryError:
+            rows = []
+            for cls in experiment.classes:
+                query = f"SELECT {key}, COUNT(*) FROM {table} WHERE {column} = '{cls}' GROUP BY {key}"
+                rows += [(cls, value, count) for value, count in self.sql(principal, query)]
+        for cls, value, count in rows:
+            result.setdefault(str(cls), {})[value] = float(count)  # type: ignore[arg-type]
+        return result
+
+
+# --------------------------------------------------------------------------------------------------------
+# The comparison
+
+
+def level_name(epsilon: float) -> str:
+    return f"eps={epsilon:g}"
+
+
+@dataclass
+class ExperimentResult:
+    column: str
+    title: str
+    classes: tuple[str, ...]
+    records: dict[str, int]
+    exact_top: dict[str, list[str]]
+    # level ("none" or "eps=1") -> approach -> m -> class -> mean P@m over runs
+    precision: dict[str, dict[str, dict[int, dict[str, float]]]] = field(default_factory=dict)
+    # level -> approach -> epsilon Veil's ledger charged for one run
+    charged: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def weighted(self, level: str, approach: str, m: int) -> float:
+        """Average over classes weighted by purchase records (the paper's "weighted average")."""
+        values = self.precision[level][approach][m]
+        total = sum(self.records.values())
+        if total == 0:
+            return statistics.fmean(values.values())
+        return sum(values[c] * self.records[c] for c in self.classes) / total
+
+
+@dataclass
+class Results:
+    data: str
+    runs: int
+    seed: int
+    ratio: float
+    epsilons: tuple[float, ...]
+    top_m: tuple[int, ...]
+    users: int
+    purchases: int
+    catalog_size: int
+    experiments: list[ExperimentResult]
+    seconds: float = 0.0
+
+
+def _precisions(
+    approaches: Iterable[str], *, exact: ExactStatistics, combos: Table, basic: Table, orders: Table,
+    experiment: Experiment, top_m: Sequence[int],
+) -> dict[str, dict[int, dict[str, float]]]:  # fmt: skip
+    result: dict[str, dict[int, dict[str, float]]] = {}
+    for approach in approaches:
+        for m in top_m:
+            for cls in experiment.classes:
+                correct = top(exact.combos.get(cls, {}), m)
+                recommended = recommendations(approach, combos=combos, basic=basic, orders=orders, cls=cls, m=m)
+                result.setdefault(approach, {}).setdefault(m, {})[cls] = precision_at(recommended, correct, m)
+    return result
+
+
+def compare(
+    data: Path,
+    *,
+    runs: int = 20,
+    seed: int = 0,
+    epsilons: Sequence[float] = EPSILONS,
+    top_m: Sequence[int] = TOP_M,
+    ratio: float = RATIO,
+    experiments: Sequence[str] | None = None,
+) -> Results:
+    """Run the paper's comparison on a MovieLens-style ratings CSV (userId, movieId, genres, rating,
+    timestamp). P@m of every approach, per class, averaged over ``runs`` noisy runs per epsilon."""
+    started = time.perf_counter()
+    chosen = [e for e in EXPERIMENTS if experiments is None or e.column in experiments]
+    with tempfile.TemporaryDirectory(prefix="veil-movielens-") as tmp:
+        workdir = Path(tmp)
+        catalog = build_database(data, workdir / "movielens.duckdb")
+        with duckdb.connect(str(workdir / "movielens.duckdb"), read_only=True) as connection:
+            users, purchases = connection.execute(
+                "SELECT COUNT(DISTINCT user_id), COUNT(*) FILTER (rating >= 4) FROM ratings"
+            ).fetchone() or (0, 0)
+        exact = {e.column: exact_statistics(workdir / "movielens.duckdb", e) for e in chosen}
+        results = [
+            ExperimentResult(
+                e.column,
+                e.title,
+                e.classes,
+                exact[e.column].records,
+                {c: [str(k) for k in top(exact[e.column].combos.get(c, {}), max(top_m))] for c in e.classes},
+            )
+            for e in chosen
+        ]
+        for experiment, result in zip(chosen, results, strict=True):
+            stats = exact[experiment.column]
+            result.precision[NONE_LEVEL] = _precisions(
+                APPROACHES, exact=stats, combos=stats.combos, basic=stats.basic, orders=stats.orders,
+                experiment=experiment, top_m=top_m,
+            )  # fmt: skip
+        session = VeilSession(workdir, catalog, max_epsilon=max(epsilons), seed=seed)
+        try:
+            for epsilon in epsilons:
+                for experiment, result in zip(chosen, results, strict=True):
+                    sums = _noisy_runs(session, experiment, exact[experiment.column], result, epsilon=epsilon,
+                                       runs=runs, ratio=ratio, top_m=top_m)  # fmt: skip
+                    result.precision[level_name(epsilon)] = sums
+        finally:
+            session.close()
+    return Results(
+        data=str(data),
+        runs=runs,
+        seed=seed,
+        ratio=ratio,
+        epsilons=tuple(epsilons),
+        top_m=tuple(top_m),
+        users=int(users),
+        purchases=int(purchases),
+        catalog_size=len(catalog),
+        experiments=results,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _noisy_runs(
+    session: VeilSession, experiment: Experiment, exact: ExactStatistics, result: ExperimentResult, *,
+    epsilon: float, runs: int, ratio: float, top_m: Sequence[int],
+) -> dict[str, dict[int, dict[str, float]]]:  # fmt: skip
+    """Mean P@m over runs of every private approach at one epsilon; records what the ledger charged."""
+    sums: dict[str, dict[int, dict[str, float]]] = {}
+    charged: dict[str, float] = {}
+    for _ in range(runs):
+        before = {a: session.spent(a) for a in PRIVATE_APPROACHES}
+        tables: dict[str, tuple[Table, Table, Table]] = {}
+        tables["conventional"] = (session.noisy_table("conventional", experiment, "combos", "combo", epsilon=epsilon), {}, {})
+        for order in range(1, MAX_ORDER + 1):
+            name = f"reduced{order}"
+            noisy = session.noisy_table(name, experiment, f"combos_upto{order}", "combo", epsilon=epsilon)
+            tables[name] = (noisy, {}, {})
+        basic = session.noisy_table("proposed", experiment, "purchase_genres", "genre", epsilon=ratio * epsilon)
+        orders = session.noisy_table(
+            "proposed", experiment, "purchase_orders", "n_genres", epsilon=(1 - ratio) * epsilon
+        )
+        tables["proposed"] = ({}, basic, orders)
+        for approach, (combos, basic_table, orders_table) in tables.items():
+            run = _precisions(
+                [approach], exact=exact, combos=combos, basic=basic_table, orders=orders_table,
+                experiment=experiment, top_m=top_m,
+            )  # fmt: skip
+            for m, per_class in run[approach].items():
+                for cls, value in per_class.items():
+                    target = sums.setdefault(approach, {}).setdefault(m, {})
+                    target[cls] = target.get(cls, 0.0) + value / runs
+        charged = {a: session.spent(a) - before[a] for a in PRIVATE_APPROACHES}
+    result.charged[level_name(epsilon)] = charged
+    return sums
+
+
+# --------------------------------------------------------------------------------------------------------
+# Output
+
+COLUMNS = (("conventional", "conv."), ("reduced1", "1st"), ("reduced2", "2nd"), ("reduced3", "3rd"),
+           ("proposed", "proposed"))  # fmt: skip
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.0f}%"
+
+
+def format_results(results: Results) -> str:
+    lines = [
+        f"MovieLens ratings: {results.data}",
+        f"{results.users} users, {results.purchases} purchases (rating >= 4), "
+        f"{results.catalog_size} genre combinations in the catalog; {results.runs} runs per epsilon, "
+        f"seed {results.seed}, r = {results.ratio:g}; {results.seconds:.1f} s",
+    ]
+    levels = [(NONE_LEVEL, "none")] + [
+        (level_name(e), f"{'strong' if e == min(results.epsilons) else 'weak'} eps={e:g}")
+        for e in sorted(results.epsilons, reverse=True)
+    ]
+    for experiment in results.experiments:
+        lines += ["", f"== {experiment.title}"]
+        for m in results.top_m:
+            lines.append(f"P@{m}, weighted by purchase records | w/o anon. | " + " | ".join(h for _, h in COLUMNS))
+            for level, label in levels:
+                if level not in experiment.precision:
+                    continue
+                without = "100%" if level == NONE_LEVEL else "NG"
+                cells = [_pct(experiment.weighted(level, a, m)) for a, _ in COLUMNS]
+                lines.append(f"  {label:<34} | {without:>9} | " + " | ".join(cells))
+        m = min(results.top_m)
+        for epsilon in sorted(results.epsilons, reverse=True):
+            level = level_name(epsilon)
+            charged = ", ".join(f"{a} {v:g}" for a, v in experiment.charged.get(level, {}).items())
+            lines.append(f"per class, P@{m} at eps={epsilon:g} (Veil's ledger charged per run: {charged})")
+            lines.append(f"  {'class':<18} {'records':>8} | " + " | ".join(h for _, h in COLUMNS[1:]))
+            for cls in experiment.classes:
+                cells = [_pct(experiment.precision[level][a][m][cls]) for a, _ in COLUMNS[1:]]
+                lines.append(f"  {cls:<18} {experiment.records[cls]:>8} | " + " | ".join(cells))
+        lines.append(f"exact top-{m} (distinct purchasers per category):")
+        for cls in experiment.classes:
+            lines.append(f"  {cls:<18} " + ", ".join(experiment.exact_top[cls][:m]))
+    return "\n".join(lines)
+
+
+def results_json(results: Results) -> str:
+    document = asdict(results)
+    for experiment, raw in zip(results.experiments, document["experiments"], strict=True):
+        raw["weighted"] = {
+            level: {a: {m: experiment.weighted(level, a, m) for m in results.top_m} for a in per_approach}
+            for level, per_approach in experiment.precision.items()
+        }
+    return json.dumps(document, indent=2, ensure_ascii=False)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="MovieLens ratings CSV (dslabs layout)")
+    parser.add_argument("--runs", type=int, default=20, help="noisy runs per epsilon (default 20)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the noise (default 0)")
+    parser.add_argument("--ratio", type=float, default=RATIO, help="r, the basic table's share of eps (default 0.1)")
+    parser.add_argument(
+        "--experiments", nargs="+", choices=[e.column for e in EXPERIMENTS], help="default: all three"
+    )
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = parser.parse_args(argv)
+    if not args.data.is_file():
+        print(
+            f"skipped: {args.data} not found; get MovieLens ml-latest-small "
+            "(https://grouplens.org/datasets/movielens/, or the `movielens` data of the R package dslabs) "
+            "as one CSV with columns userId, movieId, genres, rating, timestamp and pass --data PATH"
+        )
+        return 0
+    if args.runs < 1 or not 0 < args.ratio < 1:
+        parser.error("--runs must be >= 1 and --ratio in (0, 1)")
+    results = compare(args.data, runs=args.runs, seed=args.seed, ratio=args.ratio, experiments=args.experiments)
+    print(results_json(results) if args.json else format_results(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
