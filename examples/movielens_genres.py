@@ -26,12 +26,14 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import random
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -102,7 +104,9 @@ class Experiment:
 
 
 EXPERIMENTS = (
-    Experiment("activity", "activity: ratings < 50 / 50-149 / >= 150 (cf. gender x age, Tables 3-4)", ACTIVITY),
+    Experiment(
+        "activity", "activity: ratings < 50 / 50-149 / >= 150 (cf. gender x age, Tables 3-4)", ACTIVITY
+    ),
     Experiment("cohort", "cohort: year of the first rating (cf. occupation, Tables 5-6)", COHORT),
     Experiment(
         "segment",
@@ -167,7 +171,9 @@ def build_database(data: Path, path: Path) -> tuple[str, ...]:
             "CREATE TABLE purchase_orders AS SELECT DISTINCT user_id, activity, cohort, segment, n_genres"
             " FROM combos"
         )
-        catalog = [row[0] for row in connection.execute("SELECT DISTINCT combo FROM ratings ORDER BY 1").fetchall()]
+        catalog = [
+            row[0] for row in connection.execute("SELECT DISTINCT combo FROM ratings ORDER BY 1").fetchall()
+        ]
     return tuple(catalog)
 
 
@@ -312,11 +318,13 @@ def recommendations(
 class VeilSession:
     """Veil's QueryService in process: one analyst (ledger account) per approach."""
 
-    def __init__(self, workdir: Path, catalog: Sequence[str], *, max_epsilon: float, seed: int) -> None:
+    def __init__(
+        self, workdir: Path, catalog: Sequence[str], *, max_epsilon: float, seed: int, ledger: str = "ledger"
+    ) -> None:
         config = parse_config(policy_toml(catalog, max_epsilon=max_epsilon), path=workdir / "veil.toml")
         dataset = config.dataset(DATASET)
         assert dataset is not None
-        self.ledger = Ledger.create(workdir / "ledger.sqlite")
+        self.ledger = Ledger.create(workdir / f"{ledger}.sqlite")
         for name in PRIVATE_APPROACHES:
             self.ledger.add_analyst(name, make_scram_verifier(name, iterations=1))
             self.ledger.grant(name, DATASET, PrivacyLoss(1e9))
@@ -351,7 +359,9 @@ class VeilSession:
         column = experiment.column
         result: Table = {}
         try:
-            rows = self.sql(principal, f"SELECT {column}, {key}, COUNT(*) FROM {table} GROUP BY {column}, {key}")
+            rows = self.sql(
+                principal, f"SELECT {column}, {key}, COUNT(*) FROM {table} GROUP BY {column}, {key}"
+            )
         except UnsupportedQueryError:
             rows = []
             for cls in experiment.classes:
@@ -406,18 +416,116 @@ class Results:
     seconds: float = 0.0
 
 
+Precisions = dict[str, dict[int, dict[str, float]]]  # approach -> m -> class -> P@m
+
+
 def _precisions(
-    approaches: Iterable[str], *, exact: ExactStatistics, combos: Table, basic: Table, orders: Table,
-    experiment: Experiment, top_m: Sequence[int],
-) -> dict[str, dict[int, dict[str, float]]]:  # fmt: skip
-    result: dict[str, dict[int, dict[str, float]]] = {}
+    approaches: Iterable[str],
+    *,
+    correct: Mapping[int, Mapping[str, Sequence[object]]],
+    combos: Table,
+    basic: Table,
+    orders: Table,
+    classes: Sequence[str],
+) -> Precisions:
+    result: Precisions = {}
     for approach in approaches:
-        for m in top_m:
-            for cls in experiment.classes:
-                correct = top(exact.combos.get(cls, {}), m)
-                recommended = recommendations(approach, combos=combos, basic=basic, orders=orders, cls=cls, m=m)
-                result.setdefault(approach, {}).setdefault(m, {})[cls] = precision_at(recommended, correct, m)
+        for m, per_class in correct.items():
+            for cls in classes:
+                recommended = recommendations(
+                    approach, combos=combos, basic=basic, orders=orders, cls=cls, m=m
+                )
+                result.setdefault(approach, {}).setdefault(m, {})[cls] = precision_at(
+                    recommended, per_class[cls], m
+                )
     return result
+
+
+@dataclass(frozen=True)
+class EpsilonJob:
+    """All noisy runs at one epsilon: a fresh Veil session (own ledger, own seed), so the numbers do not
+    depend on whether the jobs run one after the other or in parallel processes."""
+
+    index: int
+    epsilon: float
+    workdir: Path
+    catalog: tuple[str, ...]
+    max_epsilon: float
+    seed: int
+    runs: int
+    ratio: float
+    experiments: tuple[Experiment, ...]
+    correct: dict[str, dict[int, dict[str, list[object]]]]  # experiment -> m -> class -> exact top-m
+
+
+def run_epsilon(job: EpsilonJob) -> dict[str, tuple[Precisions, dict[str, float]]]:
+    """experiment -> (mean P@m over the runs, epsilon Veil's ledger charged per run and approach)."""
+    session = VeilSession(
+        job.workdir,
+        job.catalog,
+        max_epsilon=job.max_epsilon,
+        seed=job.seed + job.index,
+        ledger=f"ledger{job.index}",
+    )
+    try:
+        return {
+            e.column: _noisy_runs(
+                session, e, job.correct[e.column], epsilon=job.epsilon, runs=job.runs, ratio=job.ratio
+            )
+            for e in job.experiments
+        }
+    finally:
+        session.close()
+
+
+def _noisy_runs(
+    session: VeilSession,
+    experiment: Experiment,
+    correct: Mapping[int, Mapping[str, Sequence[object]]],
+    *,
+    epsilon: float,
+    runs: int,
+    ratio: float,
+) -> tuple[Precisions, dict[str, float]]:
+    sums: Precisions = {}
+    charged: dict[str, float] = {}
+    for _ in range(runs):
+        before = {a: session.spent(a) for a in PRIVATE_APPROACHES}
+        tables = {
+            "conventional": (
+                session.noisy_table("conventional", experiment, "combos", "combo", epsilon=epsilon),
+                {},
+                {},
+            )
+        }
+        for order in range(1, MAX_ORDER + 1):
+            noisy = session.noisy_table(
+                f"reduced{order}", experiment, f"combos_upto{order}", "combo", epsilon=epsilon
+            )
+            tables[f"reduced{order}"] = (noisy, {}, {})
+        # (c): the basic table with r*eps, the relationship table with (1 - r)*eps
+        basic = session.noisy_table(
+            "proposed", experiment, "purchase_genres", "genre", epsilon=ratio * epsilon
+        )
+        orders = session.noisy_table(
+            "proposed", experiment, "purchase_orders", "n_genres", epsilon=(1 - ratio) * epsilon
+        )
+        tables["proposed"] = ({}, basic, orders)
+        for approach, (combos, basic_table, orders_table) in tables.items():
+            run = _precisions(
+                [approach],
+                correct=correct,
+                combos=combos,
+                basic=basic_table,
+                orders=orders_table,
+                classes=experiment.classes,
+            )
+            for m, per_class in run[approach].items():
+                target = sums.setdefault(approach, {}).setdefault(m, {})
+                for cls, value in per_class.items():
+                    target[cls] = target.get(cls, 0.0) + value / runs
+        charged = {a: session.spent(a) - before[a] for a in PRIVATE_APPROACHES}
+    return sums, charged
 
 
 def compare(
@@ -429,44 +537,59 @@ def compare(
     top_m: Sequence[int] = TOP_M,
     ratio: float = RATIO,
     experiments: Sequence[str] | None = None,
+    workers: int = 1,
 ) -> Results:
     """Run the paper's comparison on a MovieLens-style ratings CSV (userId, movieId, genres, rating,
-    timestamp). P@m of every approach, per class, averaged over ``runs`` noisy runs per epsilon."""
+    timestamp): P@m of every approach per class, averaged over ``runs`` noisy runs per epsilon.
+    ``workers`` > 1 runs the epsilons in parallel processes (same numbers)."""
     started = time.perf_counter()
-    chosen = [e for e in EXPERIMENTS if experiments is None or e.column in experiments]
+    chosen = tuple(e for e in EXPERIMENTS if experiments is None or e.column in experiments)
     with tempfile.TemporaryDirectory(prefix="veil-movielens-") as tmp:
         workdir = Path(tmp)
-        catalog = build_database(data, workdir / "movielens.duckdb")
-        with duckdb.connect(str(workdir / "movielens.duckdb"), read_only=True) as connection:
+        database = workdir / "movielens.duckdb"
+        catalog = build_database(data, database)
+        with duckdb.connect(str(database), read_only=True) as connection:
             users, purchases = connection.execute(
-                "SELECT COUNT(DISTINCT user_id), COUNT(*) FILTER (rating >= 4) FROM ratings"
+                f"SELECT COUNT(DISTINCT user_id), COUNT(*) FILTER (rating >= {PURCHASE_RATING}) FROM ratings"
             ).fetchone() or (0, 0)
-        exact = {e.column: exact_statistics(workdir / "movielens.duckdb", e) for e in chosen}
-        results = [
-            ExperimentResult(
+        exact = {e.column: exact_statistics(database, e) for e in chosen}
+        correct = {
+            e.column: {m: {c: top(exact[e.column].combos.get(c, {}), m) for c in e.classes} for m in top_m}
+            for e in chosen
+        }
+        results = []
+        for e in chosen:
+            stats = exact[e.column]
+            result = ExperimentResult(
                 e.column,
                 e.title,
                 e.classes,
-                exact[e.column].records,
-                {c: [str(k) for k in top(exact[e.column].combos.get(c, {}), max(top_m))] for c in e.classes},
+                stats.records,
+                {c: [str(k) for k in correct[e.column][max(top_m)][c]] for c in e.classes},
             )
-            for e in chosen
-        ]
-        for experiment, result in zip(chosen, results, strict=True):
-            stats = exact[experiment.column]
             result.precision[NONE_LEVEL] = _precisions(
-                APPROACHES, exact=stats, combos=stats.combos, basic=stats.basic, orders=stats.orders,
-                experiment=experiment, top_m=top_m,
-            )  # fmt: skip
-        session = VeilSession(workdir, catalog, max_epsilon=max(epsilons), seed=seed)
-        try:
-            for epsilon in epsilons:
-                for experiment, result in zip(chosen, results, strict=True):
-                    sums = _noisy_runs(session, experiment, exact[experiment.column], result, epsilon=epsilon,
-                                       runs=runs, ratio=ratio, top_m=top_m)  # fmt: skip
-                    result.precision[level_name(epsilon)] = sums
-        finally:
-            session.close()
+                APPROACHES,
+                correct=correct[e.column],
+                combos=stats.combos,
+                basic=stats.basic,
+                orders=stats.orders,
+                classes=e.classes,
+            )
+            results.append(result)
+        jobs = [
+            EpsilonJob(i, epsilon, workdir, catalog, max(epsilons), seed, runs, ratio, chosen, correct)
+            for i, epsilon in enumerate(epsilons)
+        ]
+        if workers > 1 and len(jobs) > 1:
+            with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+                outputs = list(pool.map(run_epsilon, jobs))
+        else:
+            outputs = [run_epsilon(job) for job in jobs]
+        for epsilon, output in zip(epsilons, outputs, strict=True):
+            for result in results:
+                precision, charged = output[result.column]
+                result.precision[level_name(epsilon)] = precision
+                result.charged[level_name(epsilon)] = charged
     return Results(
         data=str(data),
         runs=runs,
@@ -482,45 +605,16 @@ def compare(
     )
 
 
-def _noisy_runs(
-    session: VeilSession, experiment: Experiment, exact: ExactStatistics, result: ExperimentResult, *,
-    epsilon: float, runs: int, ratio: float, top_m: Sequence[int],
-) -> dict[str, dict[int, dict[str, float]]]:  # fmt: skip
-    """Mean P@m over runs of every private approach at one epsilon; records what the ledger charged."""
-    sums: dict[str, dict[int, dict[str, float]]] = {}
-    charged: dict[str, float] = {}
-    for _ in range(runs):
-        before = {a: session.spent(a) for a in PRIVATE_APPROACHES}
-        tables: dict[str, tuple[Table, Table, Table]] = {}
-        tables["conventional"] = (session.noisy_table("conventional", experiment, "combos", "combo", epsilon=epsilon), {}, {})
-        for order in range(1, MAX_ORDER + 1):
-            name = f"reduced{order}"
-            noisy = session.noisy_table(name, experiment, f"combos_upto{order}", "combo", epsilon=epsilon)
-            tables[name] = (noisy, {}, {})
-        basic = session.noisy_table("proposed", experiment, "purchase_genres", "genre", epsilon=ratio * epsilon)
-        orders = session.noisy_table(
-            "proposed", experiment, "purchase_orders", "n_genres", epsilon=(1 - ratio) * epsilon
-        )
-        tables["proposed"] = ({}, basic, orders)
-        for approach, (combos, basic_table, orders_table) in tables.items():
-            run = _precisions(
-                [approach], exact=exact, combos=combos, basic=basic_table, orders=orders_table,
-                experiment=experiment, top_m=top_m,
-            )  # fmt: skip
-            for m, per_class in run[approach].items():
-                for cls, value in per_class.items():
-                    target = sums.setdefault(approach, {}).setdefault(m, {})
-                    target[cls] = target.get(cls, 0.0) + value / runs
-        charged = {a: session.spent(a) - before[a] for a in PRIVATE_APPROACHES}
-    result.charged[level_name(epsilon)] = charged
-    return sums
-
-
 # --------------------------------------------------------------------------------------------------------
 # Output
 
-COLUMNS = (("conventional", "conv."), ("reduced1", "1st"), ("reduced2", "2nd"), ("reduced3", "3rd"),
-           ("proposed", "proposed"))  # fmt: skip
+COLUMNS = (
+    ("conventional", "conv."),
+    ("reduced1", "1st"),
+    ("reduced2", "2nd"),
+    ("reduced3", "3rd"),
+    ("proposed", "proposed"),
+)
 
 
 def _pct(value: float) -> str:
@@ -541,7 +635,9 @@ def format_results(results: Results) -> str:
     for experiment in results.experiments:
         lines += ["", f"== {experiment.title}"]
         for m in results.top_m:
-            lines.append(f"P@{m}, weighted by purchase records | w/o anon. | " + " | ".join(h for _, h in COLUMNS))
+            lines.append(
+                f"P@{m}, weighted by purchase records | w/o anon. | " + " | ".join(h for _, h in COLUMNS)
+            )
             for level, label in levels:
                 if level not in experiment.precision:
                     continue
@@ -575,13 +671,18 @@ def results_json(results: Results) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="MovieLens ratings CSV (dslabs layout)")
+    parser.add_argument(
+        "--data", type=Path, default=DEFAULT_DATA, help="MovieLens ratings CSV (dslabs layout)"
+    )
     parser.add_argument("--runs", type=int, default=20, help="noisy runs per epsilon (default 20)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the noise (default 0)")
-    parser.add_argument("--ratio", type=float, default=RATIO, help="r, the basic table's share of eps (default 0.1)")
+    parser.add_argument(
+        "--ratio", type=float, default=RATIO, help="r, the basic table's share of eps (default 0.1)"
+    )
     parser.add_argument(
         "--experiments", nargs="+", choices=[e.column for e in EXPERIMENTS], help="default: all three"
     )
+    parser.add_argument("--workers", type=int, help="processes, one per epsilon (default: up to the CPUs)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args(argv)
     if not args.data.is_file():
@@ -593,7 +694,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.runs < 1 or not 0 < args.ratio < 1:
         parser.error("--runs must be >= 1 and --ratio in (0, 1)")
-    results = compare(args.data, runs=args.runs, seed=args.seed, ratio=args.ratio, experiments=args.experiments)
+    workers = min(os.cpu_count() or 1, len(EPSILONS)) if args.workers is None else args.workers
+    results = compare(
+        args.data,
+        runs=args.runs,
+        seed=args.seed,
+        ratio=args.ratio,
+        experiments=args.experiments,
+        workers=workers,
+    )
     print(results_json(results) if args.json else format_results(results))
     return 0
 

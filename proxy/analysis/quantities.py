@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
 
-from proxy.analysis.shape import Aggregate, AggregateInput, AggregateKind, QueryShape
+from proxy.analysis.aggregates import Aggregate, AggregateInput, AggregateKind
+from proxy.analysis.shape import QueryShape
 
 
 class QuantityKind(StrEnum):

@@ -11,94 +11,22 @@ Anything that would need a private value outside an aggregate is refused (42501)
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
 from dataclasses import dataclass
-from enum import StrEnum
-from fractions import Fraction
 from typing import Any
 
 from sqlglot import exp
 
+from proxy.analysis.aggregates import Aggregate, AggregateKind, parse_aggregate
 from proxy.analysis.checks import SCALAR_NODES, check_predicate
 from proxy.analysis.derived import DerivedSource
-from proxy.analysis.intervals import interval, is_integer
 from proxy.analysis.per_person import per_person_table
+from proxy.analysis.refusals import refuse
 from proxy.analysis.unit_join import joined_name, unit_join
 from proxy.config import ColumnPolicy, ColumnType, DatasetPolicy, TablePolicy
 from proxy.errors import AmbiguousColumnError, PolicyViolationError, UnknownColumnError, UnknownTableError
 
 NOISY_TABLE = "_dp_noisy"
-ALLOWED_SHAPE = (
-    "queries on private tables must aggregate: SELECT [public group columns,] aggregates FROM table "
-    "[WHERE …] [GROUP BY public columns] [HAVING …] [ORDER BY …] [LIMIT …], where the aggregates are COUNT(*), "
-    "COUNT(col), COUNT(DISTINCT <privacy unit>), SUM, AVG, VAR_*, STDDEV_*, MEDIAN, PERCENTILE_CONT/DISC, MIN, MAX"
-)
-
-
-class AggregateKind(StrEnum):
-    COUNT_ROWS = "count_rows"
-    COUNT = "count"
-    COUNT_UNITS = "count_units"
-    SUM = "sum"
-    AVG = "avg"
-    VAR_POP = "var_pop"
-    VAR_SAMP = "var_samp"
-    STDDEV_POP = "stddev_pop"
-    STDDEV_SAMP = "stddev_samp"
-    QUANTILE = "quantile"  # MEDIAN, PERCENTILE_CONT/DISC, MIN, MAX: the exponential mechanism
-
-    @property
-    def needs_bounds(self) -> bool:
-        return self not in (AggregateKind.COUNT_ROWS, AggregateKind.COUNT, AggregateKind.COUNT_UNITS)
-
-
-_AGGREGATES: dict[type[exp.Expression], AggregateKind] = {
-    exp.Count: AggregateKind.COUNT,
-    exp.Sum: AggregateKind.SUM,
-    exp.Avg: AggregateKind.AVG,
-    exp.VariancePop: AggregateKind.VAR_POP,
-    exp.Variance: AggregateKind.VAR_SAMP,
-    exp.StddevPop: AggregateKind.STDDEV_POP,
-    exp.Stddev: AggregateKind.STDDEV_SAMP,
-    exp.StddevSamp: AggregateKind.STDDEV_SAMP,
-}
-
-
-@dataclass(frozen=True)
-class AggregateInput:
-    """What an aggregate reads: a column, or an expression of the table's columns whose bounds come
-    from interval analysis (analysis/intervals.py) or an explicit ``veil_clamp(expr, lower, upper)``.
-    The engine clamps every value to ``[lower, upper]`` whatever the analysis says."""
-
-    name: str  # SQL-safe and deterministic: the column's name, or e_<hash of the expression>
-    expression: exp.Expression = dataclasses.field(compare=False, hash=False)  # unqualified
-    type: ColumnType = ColumnType.REAL
-    lower: float | None = None
-    upper: float | None = None
-
-    @property
-    def has_bounds(self) -> bool:
-        return self.lower is not None and self.upper is not None
-
-
-@dataclass(frozen=True)
-class Aggregate:
-    kind: AggregateKind
-    column: AggregateInput | None  # None for COUNT(*) and COUNT(DISTINCT unit)
-    q: Fraction | None = None  # the quantile, for QUANTILE (MEDIAN 1/2, MIN 0, MAX 1)
-
-    @property
-    def label(self) -> str:
-        if self.kind is AggregateKind.QUANTILE:
-            assert self.column is not None
-            return f"quantile({self.column.name}, {float(self.q or 0):g})"
-        if self.kind is AggregateKind.COUNT_ROWS:
-            return "count(*)"
-        if self.kind is AggregateKind.COUNT_UNITS:
-            return "count(distinct unit)"
-        assert self.column is not None
-        return f"{self.kind.value}({self.column.name})"
 
 
 @dataclass(frozen=True)
@@ -176,10 +104,6 @@ def aggregate_column(index: int) -> str:
 
 def referenced_tables(tree: exp.Expression) -> list[exp.Table]:
     return list(tree.find_all(exp.Table))
-
-
-def refuse(message: str, *, hint: str = ALLOWED_SHAPE) -> PolicyViolationError:
-    return PolicyViolationError(message, hint=hint)
 
 
 def query_shape(tree: exp.Expression, dataset: DatasetPolicy) -> QueryShape:
@@ -442,135 +366,10 @@ class _PostprocessBuilder:
         )
 
     def _aggregate_index(self, node: exp.Expression) -> int:
-        aggregate = _aggregate(node, self.scope)
+        aggregate = parse_aggregate(node, self.scope)
         if aggregate not in self.aggregates:
             self.aggregates.append(aggregate)
         return self.aggregates.index(aggregate)
-
-
-_QUANTILES: dict[type[exp.Expression], Fraction] = {
-    exp.Median: Fraction(1, 2),
-    exp.Min: Fraction(0),
-    exp.Max: Fraction(1),
-}
-
-
-def _quantile(node: exp.Expression, scope: _Scope) -> Aggregate | None:
-    """MEDIAN(col), MIN(col), MAX(col), PERCENTILE_CONT/DISC(q) WITHIN GROUP (ORDER BY col)."""
-    if type(node) in _QUANTILES:
-        q, argument = _QUANTILES[type(node)], node.this
-    elif isinstance(node, exp.WithinGroup) and isinstance(node.this, exp.PercentileCont | exp.PercentileDisc):
-        q = _fraction_literal(node.this.this)
-        order = node.expression.expressions if isinstance(node.expression, exp.Order) else []
-        if len(order) != 1 or order[0].args.get("desc"):
-            raise refuse("PERCENTILE needs WITHIN GROUP (ORDER BY one column) in ascending order")
-        argument = order[0].this
-    else:
-        return None
-    source = _aggregate_input(argument, scope, AggregateKind.QUANTILE)
-    return Aggregate(AggregateKind.QUANTILE, source, q)
-
-
-def _fraction_literal(node: exp.Expression) -> Fraction:
-    if isinstance(node, exp.Literal) and not node.is_string:
-        value = Fraction(node.this)
-        if 0 <= value <= 1:
-            return value
-    raise refuse("PERCENTILE takes a constant fraction between 0 and 1, e.g. PERCENTILE_CONT(0.9)")
-
-
-def _aggregate(node: exp.Expression, scope: _Scope) -> Aggregate:
-    quantile = _quantile(node, scope)
-    if quantile is not None:
-        return quantile
-    kind = _AGGREGATES.get(type(node))
-    if kind is None:
-        name = node.this.sql_name() if isinstance(node, exp.WithinGroup) else node.sql_name()
-        raise refuse(f"aggregate {name.lower()}() is not supported yet on private data")
-    argument = node.this
-    if isinstance(argument, exp.Distinct):
-        return _distinct_count(node, argument, scope)
-    if kind is AggregateKind.COUNT and isinstance(argument, exp.Star):
-        return Aggregate(AggregateKind.COUNT_ROWS, None)
-    return Aggregate(kind, _aggregate_input(argument, scope, kind))
-
-
-def _aggregate_input(argument: exp.Expression, scope: _Scope, kind: AggregateKind) -> AggregateInput:
-    """A column keeps its declared bounds; an expression gets bounds by interval analysis, or from
-    ``veil_clamp(expr, lower, upper)``; COUNT needs none."""
-    if isinstance(argument, exp.Star) or (
-        isinstance(argument, exp.Column) and isinstance(argument.this, exp.Star)
-    ):
-        raise refuse(f"{kind.value}(*) is not allowed", hint="aggregate a column or an expression of columns")
-    if isinstance(argument, exp.Column):
-        column = scope.column(argument)
-        source = AggregateInput(column.name, exp.column(column.name), column.type, column.lower, column.upper)
-        if kind.needs_bounds:
-            _require_bounds(source, kind, column.type.is_numeric)
-        return source
-    clamp = _veil_clamp(argument)
-    expression = scope.unqualified(clamp[0] if clamp else argument)
-    check_predicate(expression, clause="an aggregate")
-    text = expression.sql(dialect="postgres")
-    name = "e_" + hashlib.sha1(text.encode()).hexdigest()[:8]
-    numeric = ColumnType.INTEGER if is_integer(expression, scope.table) else ColumnType.REAL
-    low, high = clamp[1:] if clamp else interval(expression, table=scope.table)
-    finite = math.isfinite(low) and math.isfinite(high) and low < high
-    source = AggregateInput(name, expression, numeric, low if finite else None, high if finite else None)
-    if kind.needs_bounds and not finite:
-        raise refuse(
-            f"{kind.value.upper()}({text}): the range of the expression cannot be derived from the policy",
-            hint=f"clamp it explicitly: veil_clamp({text}, lower, upper) — or declare bounds for its columns",
-        )
-    return source
-
-
-def _veil_clamp(node: exp.Expression) -> tuple[exp.Expression, float, float] | None:
-    """``veil_clamp(expr, lower, upper)`` with constant bounds, lower < upper."""
-    if not (isinstance(node, exp.Anonymous) and str(node.this).lower() == "veil_clamp"):
-        return None
-    arguments = node.expressions
-    bounds = [_number(argument) for argument in arguments[1:]]
-    if len(arguments) != 3 or None in bounds or not bounds[0] < bounds[1]:  # type: ignore[operator]
-        raise refuse("veil_clamp takes (expression, lower, upper) with constant numbers, lower < upper")
-    return arguments[0], float(bounds[0]), float(bounds[1])  # type: ignore[arg-type]
-
-
-def _number(node: exp.Expression) -> float | None:
-    if isinstance(node, exp.Neg):
-        inner = _number(node.this)
-        return None if inner is None else -inner
-    if isinstance(node, exp.Literal) and not node.is_string:
-        return float(node.this)
-    return None
-
-
-def _distinct_count(node: exp.Expression, distinct: exp.Distinct, scope: _Scope) -> Aggregate:
-    unit = scope.table.privacy_unit
-    arguments = distinct.expressions
-    if (
-        isinstance(node, exp.Count)
-        and unit is not None
-        and len(arguments) == 1
-        and isinstance(arguments[0], exp.Column)
-        and scope.column(arguments[0]).name == unit
-    ):
-        return Aggregate(AggregateKind.COUNT_UNITS, None)
-    raise refuse(
-        "DISTINCT aggregates are only supported as COUNT(DISTINCT <privacy unit>)",
-        hint=f"count people with COUNT(DISTINCT {unit})" if unit else "each row is one person: use COUNT(*)",
-    )
-
-
-def _require_bounds(column: AggregateInput, kind: AggregateKind, numeric: bool) -> None:
-    name = kind.value.upper()
-    if not numeric:
-        raise refuse(f'{name}("{column.name}") needs a numeric column', hint="use COUNT instead")
-    if not column.has_bounds:
-        raise refuse(
-            f'{name}("{column.name}") needs declared bounds',
-            hint=f"declare lower and upper for column {column.name} in the policy (veil.toml)",
-        )
 
 
 _POSTPROCESS_NODES: tuple[type[exp.Expression], ...] = (

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from proxy.analysis.checks import check_constant_expression
-from proxy.analysis.shape import QueryShape, query_shape, referenced_tables, refuse
+from proxy.analysis.refusals import refuse
+from proxy.analysis.shape import QueryShape, query_shape, referenced_tables
 from proxy.config import DatasetPolicy
 from proxy.errors import UnsupportedQueryError
 

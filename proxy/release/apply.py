@@ -19,8 +19,9 @@ from typing import Any
 from mechanisms.laplace import discrete_laplace_mechanism, laplace_mechanism
 from mechanisms.quantile import dp_quantile_from_histogram
 from mechanisms.random_source import RandomSource
+from proxy.analysis.aggregates import Aggregate, AggregateKind
 from proxy.analysis.quantities import THRESHOLD_QUANTITY, Quantity, quantities_for
-from proxy.analysis.shape import Aggregate, AggregateKind, aggregate_column, key_column
+from proxy.analysis.shape import aggregate_column, key_column
 from proxy.config import ColumnType
 from proxy.release.plan import Measurement, ReleasePlan
 from proxy.rewrite.bound_contributions import QUANTILE_GRID

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from proxy.analysis.aggregates import AggregateInput
 from proxy.analysis.quantities import Quantity, QuantityKind
-from proxy.analysis.shape import AggregateInput, GroupKey, QueryShape
+from proxy.analysis.shape import GroupKey, QueryShape
 from proxy.rewrite.clamp_values import clamp_value
 from proxy.rewrite.safe_predicates import error_free
 

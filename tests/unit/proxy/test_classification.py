@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from proxy.analysis.aggregates import AggregateKind
 from proxy.analysis.parse import parse_statements
-from proxy.analysis.shape import AggregateKind
 from proxy.analysis.statements import (
     ConstantQuery,
     PrivateQuery,
