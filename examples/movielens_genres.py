@@ -182,8 +182,10 @@ def _values(values: Iterable[object]) -> str:
 
 
 def policy_toml(catalog: Sequence[str], *, max_epsilon: float) -> str:
-    """One DuckDB dataset; every table's privacy unit is the user, L = the number of public cells one
-    person can touch (the paper's sensitivities)."""
+    """One DuckDB dataset; every table's privacy unit is the user and its L (max_contributions) is the
+    number of public cells of its key, which is the paper's sensitivity. In ``combos*`` and
+    ``purchase_orders`` a person has at most one row per cell, so nobody is scaled down; in
+    ``purchase_genres`` a person has one row per purchased category and genre, scaled to L = 20 in total."""
     classes = {e.column: e.classes for e in EXPERIMENTS}
     class_columns = "".join(
         f'{column} = {{ type = "text", public = true, values = {_values(values)} }}\n'
@@ -271,7 +273,10 @@ def top(counts: Mapping[object, float], m: int, *, keep: Iterable[object] | None
 
 
 def precision_at(recommended: Sequence[object], correct: Sequence[object], m: int) -> float:
-    return len(set(recommended[:m]) & set(correct[:m])) / m
+    """P@m: the share of the correct top-m that the m recommendations hit (the paper's measure). A class
+    with fewer than m purchased categories is scored against the ones it has; with none, 1.0."""
+    targets = set(correct[:m])
+    return len(set(recommended[:m]) & targets) / len(targets) if targets else 1.0
 
 
 def allocate_slots(orders: Mapping[object, float], m: int) -> dict[int, int]:
@@ -289,13 +294,14 @@ def allocate_slots(orders: Mapping[object, float], m: int) -> dict[int, int]:
 
 
 CANDIDATES = {k: combinations_of_order(k) for k in range(1, MAX_ORDER + 1)}
+REDUCED_DOMAINS = {k: combinations_up_to(k) for k in range(1, MAX_ORDER + 1)}
 
 
 def proposed_top(basic: Mapping[object, float], orders: Mapping[object, float], m: int) -> list[str]:
     """(c): estimate f(A|B|...) as the mean of the basic frequencies and fill each order's slots."""
     picks: list[str] = []
     for k, slots in allocate_slots(orders, m).items():
-        estimate = {c: statistics.fmean(basic.get(g, 0.0) for g in c.split("|")) for c in CANDIDATES[k]}
+        estimate = {c: sum(basic.get(g, 0.0) for g in c.split("|")) / k for c in CANDIDATES[k]}
         picks += [str(c) for c in top(estimate, slots)]
     return picks
 
@@ -307,7 +313,7 @@ def recommendations(
         return top(combos.get(cls, {}), m)
     if approach.startswith("reduced"):
         order = int(approach.removeprefix("reduced"))
-        return top(combos.get(cls, {}), m, keep=combinations_up_to(order))
+        return top(combos.get(cls, {}), m, keep=REDUCED_DOMAINS[order])
     return list(proposed_top(basic.get(cls, {}), orders.get(cls, {}), m))
 
 
@@ -368,7 +374,7 @@ class VeilSession:
                 query = f"SELECT {key}, COUNT(*) FROM {table} WHERE {column} = '{cls}' GROUP BY {key}"
                 rows += [(cls, value, count) for value, count in self.sql(principal, query)]
         for cls, value, count in rows:
-            result.setdefault(str(cls), {})[value] = float(count)  # type: ignore[arg-type]
+            result.setdefault(str(cls), {})[value] = float(count)
         return result
 
 

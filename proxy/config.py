@@ -69,13 +69,16 @@ class ColumnPolicy:
 
 @dataclass(frozen=True)
 class TablePolicy:
-    """A private table. ``privacy_unit`` is None when each row is one person."""
+    """A private table (``privacy_unit`` None when each row is one person), or a public lookup table
+    (``public``: its rows are public knowledge, e.g. a code list; ``key`` is its unique lookup column)."""
 
     name: str
     privacy_unit: str | None
     max_contributions: int  # with auto_contributions: the cap, until a query chooses L with DP
     columns: Mapping[str, ColumnPolicy]
     auto_contributions: bool = False  # max_contributions = "auto": each query picks L with a DP quantile
+    public: bool = False
+    key: str | None = None
 
     def column(self, name: str) -> ColumnPolicy | None:
         return self.columns.get(name.lower())
@@ -268,14 +271,33 @@ def _check_value_types(reader: _Reader, column_type: ColumnType, values: list[An
             raise reader.fail("values", f"{value!r} is not a {column_type.value} value")
 
 
+def _public_table(reader: _Reader, name: str, columns: dict[str, ColumnPolicy]) -> TablePolicy:
+    """A public lookup table: anyone may read it, and private rows may be joined to it on its key."""
+    for key in ("privacy_unit", "max_contributions", "contribution_cap"):
+        if key in reader.data:
+            raise reader.fail(key, "a public table has no privacy unit: remove it, or remove public = true")
+    key = reader.get("key", str)
+    if key is not None and key.lower() not in columns:
+        raise reader.fail("key", f"names no declared column; declare columns.{key.lower()}")
+    return TablePolicy(
+        name, None, 1, MappingProxyType(columns), public=True, key=key.lower() if key else None
+    )
+
+
 def _table(reader: _Reader, name: str) -> TablePolicy:
-    reader.reject_unknown({"privacy_unit", "max_contributions", "contribution_cap", "columns"})
+    reader.reject_unknown(
+        {"privacy_unit", "max_contributions", "contribution_cap", "columns", "public", "key"}
+    )
     columns = {
         _identifier(col_reader, col, "column"): _column(col_reader, col.lower())
         for col, col_reader in reader.child("columns").children().items()
     }
     if not columns:
         raise reader.fail("columns", "declare at least one column")
+    if reader.get("public", bool, False):
+        return _public_table(reader, name, columns)
+    if "key" in reader.data:
+        raise reader.fail("key", "is only used on public lookup tables (public = true)")
     unit = reader.get("privacy_unit", str, required=True).lower()
     if unit == ROW_PRIVACY_UNIT:
         if reader.get("max_contributions", int, 1) != 1:

@@ -22,7 +22,7 @@ from proxy.config import ColumnType, DatasetPolicy
 from proxy.errors import InvalidParameterValueError, PolicyViolationError, UnsupportedQueryError
 from proxy.release.plan import ReleasePlan, price_query
 from proxy.rewrite.bound_contributions import bounded_query, contributions_histogram_query, histogram_query
-from proxy.rewrite.group_domains import domain_query
+from proxy.rewrite.group_domains import domain_query, duplicate_keys_query, lookup_values_query
 
 MAX_GROUP_CELLS = 10_000
 Execute = Callable[[str], tuple[list[tuple[str, str]], list[tuple[Any, ...]]]]
@@ -43,16 +43,41 @@ def checked_epsilon(dataset: DatasetPolicy, chosen: float | None) -> float:
 
 def resolve_group_domains(shape: QueryShape, *, execute: Execute, dialect: str) -> QueryShape:
     """Fill in the public key domain of each GROUP BY expression, evaluated by ``execute`` (the
-    engine) over the values the policy allows — never over a table."""
+    engine) over the values the policy allows — never over a private table. A lookup table's column
+    takes its values from that (public) table."""
+    _check_lookup_keys(shape, execute=execute, dialect=dialect)
     keys = []
     for key in shape.group_keys:
         if key.values is None and not key.thresholded:
-            sql = domain_query(key, table=shape.table, dialect=dialect).sql(dialect=dialect)
-            raw = [row[0] for row in execute(sql)[1] if row[0] is not None]
+            source = _lookup_values(key, execute=execute, dialect=dialect) if key.lookup else None
+            if source is not None and key.is_column:
+                raw = list(source)
+            else:
+                sql = domain_query(key, table=shape.table, dialect=dialect, values=source).sql(
+                    dialect=dialect
+                )
+                raw = [row[0] for row in execute(sql)[1] if row[0] is not None]
             type_ = _key_type(key, shape, raw)
             key = key.with_domain(tuple(sorted({_typed(value, type_) for value in raw})), type_)
         keys.append(key)
     return shape.with_group_keys(tuple(keys))
+
+
+def _lookup_values(key: GroupKey, *, execute: Execute, dialect: str) -> list[Any]:
+    assert key.lookup is not None
+    sql = lookup_values_query(*key.lookup).sql(dialect=dialect)
+    return [row[0] for row in execute(sql)[1] if row[0] is not None]
+
+
+def _check_lookup_keys(shape: QueryShape, *, execute: Execute, dialect: str) -> None:
+    """A lookup key must be unique, or one private row could meet several lookup rows and count twice."""
+    for table, key in shape.source.lookup_keys if shape.source is not None else ():
+        sql = duplicate_keys_query(table, key).sql(dialect=dialect)
+        if execute(sql)[1][0][0]:
+            raise PolicyViolationError(
+                f'the key "{key}" of lookup table "{table}" is not unique',
+                hint="fix the lookup table, or declare a unique key column in the policy",
+            )
 
 
 def _key_type(key: GroupKey, shape: QueryShape, values: list[Any]) -> ColumnType:

@@ -22,6 +22,7 @@ from proxy.analysis.shape import QueryShape
 from proxy.analysis.statements import (
     ConstantQuery,
     PrivateQuery,
+    PublicQuery,
     ResetStatement,
     SetStatement,
     ShowStatement,
@@ -54,7 +55,7 @@ log = logging.getLogger("veil.query")
 
 VERSION_STRING = f"PostgreSQL 16.0 (Veil {__version__}, differentially private SQL proxy)"
 
-_DUCKDB_TYPES = {
+_ENGINE_TYPES = {  # DuckDB's type names, then PostgreSQL's
     "BOOLEAN": ColumnType.BOOLEAN,
     "TINYINT": ColumnType.INTEGER,
     "SMALLINT": ColumnType.INTEGER,
@@ -64,6 +65,14 @@ _DUCKDB_TYPES = {
     "FLOAT": ColumnType.REAL,
     "DOUBLE": ColumnType.REAL,
     "DATE": ColumnType.DATE,
+    "bool": ColumnType.BOOLEAN,
+    "int2": ColumnType.INTEGER,
+    "int4": ColumnType.INTEGER,
+    "int8": ColumnType.INTEGER,
+    "float4": ColumnType.REAL,
+    "float8": ColumnType.REAL,
+    "numeric": ColumnType.REAL,
+    "date": ColumnType.DATE,
 }
 
 
@@ -126,6 +135,10 @@ class QueryService:
         match statement:
             case ConstantQuery():
                 return self._answer_constant(statement, principal=principal)
+            case PublicQuery(tree=tree):
+                description, rows = self.backend.execute(tree.sql(dialect=self.backend.dialect))
+                names = tuple(name for name, _ in description)
+                return StatementOutcome(f"SELECT {len(rows)}", table=_typed_table(names, description, rows))
             case SetStatement(name=name, value=value):
                 if value is not None and lookup(name).name == "veil.epsilon":
                     # refuse an ε above max_epsilon now, not at the next query, and keep the old value
@@ -245,7 +258,7 @@ def _typed_table(
 ) -> ReleasedTable:
     """Columns named as PostgreSQL would name them, typed from the sandbox engine's result."""
     columns = tuple(
-        ResultColumn(name, _DUCKDB_TYPES.get(type_name, _decimal_or_text(type_name)))
+        ResultColumn(name, _ENGINE_TYPES.get(type_name, _decimal_or_text(type_name)))
         for name, (_, type_name) in zip(names, description, strict=True)
     )
     return ReleasedTable(columns, [_plain(row) for row in rows])

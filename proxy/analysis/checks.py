@@ -65,3 +65,21 @@ def check_constant_expression(expression: exp.Expression) -> None:
             f"{_node_label(node)} is not supported in a query without a table",
             hint="Veil answers constant expressions, version(), current_user and current_database()",
         )
+
+
+PUBLIC_QUERY_NODES: tuple[type[exp.Expression], ...] = (
+    exp.Select, exp.From, exp.Join, exp.Where, exp.Group, exp.Having, exp.Order, exp.Ordered, exp.Limit,
+    exp.Offset, exp.Distinct, exp.Alias, exp.TableAlias, exp.Table, exp.Column, exp.Identifier, exp.Star,
+    exp.Subquery, exp.Union, exp.Intersect, exp.Except, exp.With, exp.CTE,
+    exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max, *SCALAR_NODES,
+)  # fmt: skip
+
+
+def check_public_query(tree: exp.Expression) -> None:
+    """Public tables may be read as they are, but only with SQL that cannot reach outside them."""
+    for node in tree.walk():
+        if not isinstance(node, PUBLIC_QUERY_NODES):
+            raise UnsupportedQueryError(
+                f"{_node_label(node)} is not supported in a query on public tables",
+                hint="use plain SELECT with joins, filters, grouping and common functions",
+            )

@@ -16,3 +16,4 @@ class DerivedSource:
 
     select: exp.Select
     table: TablePolicy
+    lookup_keys: tuple[tuple[str, str], ...] = ()  # (public table, key column) the planner checks unique

@@ -20,6 +20,7 @@ from sqlglot import exp
 from proxy.analysis.aggregates import Aggregate, AggregateKind, parse_aggregate
 from proxy.analysis.checks import SCALAR_NODES, check_predicate
 from proxy.analysis.derived import DerivedSource
+from proxy.analysis.lookup_join import lookup_join
 from proxy.analysis.per_person import per_person_table
 from proxy.analysis.refusals import refuse
 from proxy.analysis.unit_join import joined_name, unit_join
@@ -43,13 +44,18 @@ class GroupKey:
     values: tuple[Any, ...] | None
     type: ColumnType
     thresholded: bool = False
+    lookup: tuple[str, str] | None = None  # (public table, column): the domain is that column's values
 
     @property
     def label(self) -> str:
         return self.expression.sql(dialect="postgres")
 
+    @property
+    def is_column(self) -> bool:
+        return isinstance(self.expression, exp.Column)
+
     def with_domain(self, values: tuple[Any, ...], type_: ColumnType) -> GroupKey:
-        return GroupKey(self.expression, self.source, values, type_, self.thresholded)
+        return GroupKey(self.expression, self.source, values, type_, self.thresholded, self.lookup)
 
 
 MAX_DERIVED_DOMAIN = 100_000  # integers evaluated to derive an expression's public key domain
@@ -168,7 +174,9 @@ def _single_table(
         )
     table = from_clause.this
     if select.args.get("joins"):
-        joined = unit_join(select, table, _joined_tables(select, table, dataset))
+        tables = _joined_tables(select, table, dataset)
+        any_public = any(policy.public for policy in tables.values())
+        joined = (lookup_join if any_public else unit_join)(select, table, tables)
         return joined.table, set(joined.aliases), joined.source, joined.aliases
     return _table_policy(table, dataset), {table.name.lower(), table.alias_or_name.lower()}, None, None
 
@@ -269,7 +277,7 @@ class _Scope:
                 )
             if not column.public:
                 return GroupKey(expression, column, None, column.type, thresholded=True)
-            return GroupKey(expression, column, column.values, column.type)
+            return GroupKey(expression, column, column.values, column.type, lookup=self.lookup(column))
         check_predicate(expression, clause="GROUP BY")
         columns = {node.name for node in expression.find_all(exp.Column)}
         if len(columns) != 1:
@@ -279,7 +287,17 @@ class _Scope:
             )
         column = self.column(exp.column(columns.pop()))
         derivable = column.public or _small_integer_range(column)
-        return GroupKey(expression, column, None, column.type, thresholded=not derivable)
+        return GroupKey(
+            expression, column, None, column.type, thresholded=not derivable, lookup=self.lookup(column)
+        )
+
+    def lookup(self, column: ColumnPolicy) -> tuple[str, str] | None:
+        """A column of a joined public lookup table: (that table, its own column name)."""
+        if self.joined is None or column.values is not None:
+            return None
+        alias, _, name = column.name.partition("__")
+        policy = self.joined.get(alias)
+        return (policy.name, name) if policy is not None and policy.public else None
 
 
 def _small_integer_range(column: ColumnPolicy) -> bool:

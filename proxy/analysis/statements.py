@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from proxy.analysis.checks import check_constant_expression
+from proxy.analysis.checks import check_constant_expression, check_public_query
 from proxy.analysis.refusals import refuse
 from proxy.analysis.shape import QueryShape, query_shape, referenced_tables
 from proxy.config import DatasetPolicy
@@ -43,12 +43,25 @@ class ConstantQuery:
 
 
 @dataclass(frozen=True)
+class PublicQuery:
+    """Reads only public lookup tables: answered exactly, at no privacy cost."""
+
+    tree: exp.Select
+
+
+@dataclass(frozen=True)
 class PrivateQuery:
     shape: QueryShape
 
 
 Statement = (
-    SetStatement | ShowStatement | ResetStatement | TransactionStatement | ConstantQuery | PrivateQuery
+    SetStatement
+    | ShowStatement
+    | ResetStatement
+    | TransactionStatement
+    | ConstantQuery
+    | PublicQuery
+    | PrivateQuery
 )
 
 
@@ -69,9 +82,12 @@ def classify(tree: exp.Expression, dataset: DatasetPolicy) -> Statement:
         return _set_statement(tree)
     if isinstance(tree, exp.Command):
         return _command(tree)
-    if referenced_tables(tree):
+    if tables := referenced_tables(tree):
         if not isinstance(tree, exp.Select):
             _refuse_non_select(tree, dataset)
+        if all((policy := dataset.table(table.name)) is not None and policy.public for table in tables):
+            check_public_query(tree)
+            return PublicQuery(tree)
         return PrivateQuery(query_shape(tree, dataset))
     if isinstance(tree, exp.Select):
         check_constant_expression(tree)

@@ -27,8 +27,26 @@ def source_values(column: ColumnPolicy) -> list[Any]:
     return list(range(int(column.lower), int(column.upper) + 1))
 
 
-def domain_query(key: GroupKey, *, table: TablePolicy, dialect: str) -> exp.Select:
-    rows = [exp.Tuple(expressions=[exp.convert(value)]) for value in source_values(key.source)]
+def domain_query(
+    key: GroupKey, *, table: TablePolicy, dialect: str, values: list[Any] | None = None
+) -> exp.Select:
+    """``values``: the source column's values when they come from elsewhere (a lookup table)."""
+    source = values if values is not None else source_values(key.source)
+    rows = [exp.Tuple(expressions=[exp.convert(value)]) for value in source]
     domain = exp.Values(expressions=rows, alias=exp.TableAlias(this="_dp_domain", columns=[key.source.name]))
     value = error_free(key.expression, table=table, dialect=dialect).as_("_dp_value")
     return exp.select(value, copy=False).distinct(copy=False).from_(domain, copy=False)
+
+
+def lookup_values_query(table: str, column: str) -> exp.Select:
+    """The distinct values of a public lookup table's column (public data: read as it is)."""
+    return exp.select(exp.column(column)).distinct().from_(table)
+
+
+def duplicate_keys_query(table: str, key: str) -> exp.Select:
+    """How many rows of a lookup table repeat a key value; 0 when the key is unique."""
+    duplicates = exp.Sub(
+        this=exp.Count(this=exp.Star()),
+        expression=exp.Count(this=exp.Distinct(expressions=[exp.column(key)])),
+    )
+    return exp.select(duplicates).from_(table)

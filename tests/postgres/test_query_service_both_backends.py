@@ -53,6 +53,7 @@ DUCKDB_CLINIC = [
     "INSERT INTO visits VALUES (99999, 25, 10.0, 'secret', 'north', 'male')",
     "CREATE TABLE ratings AS SELECT i // 4 AS user_id, 1 + i % 5 AS stars FROM range(8000) t(i)"
     " UNION ALL SELECT 5000, 3 FROM range(90)",
+    "CREATE TABLE zones AS SELECT * FROM (VALUES ('north', 'N'), ('south', 'S'), ('east', 'E')) AS t(code, zone)",
 ]
 POSTGRES_CLINIC = """
 CREATE TABLE visits (
@@ -68,13 +69,10 @@ CREATE TABLE ratings (user_id bigint, stars bigint);
 INSERT INTO ratings
 SELECT i / 4, 1 + i % 5 FROM generate_series(0::bigint, 7999) AS t(i)
 UNION ALL SELECT 5000, 3 FROM generate_series(1, 90);
+CREATE TABLE zones (code text, zone text);
+INSERT INTO zones VALUES ('north', 'N'), ('south', 'S'), ('east', 'E');
 """
 BACKENDS = ["duckdb", pytest.param("postgres", marks=pytest.mark.postgres)]
-
-# Product bug, PostgreSQL only: `safe_predicates._postgres_error_free` reads every numeric column of a
-# WHERE condition, a GROUP BY expression (`bound_contributions._key`, `group_domains.domain_query`) and an
-# aggregate's input expression as NUMERIC, which turns integer division into exact division:
-# `age / 10` becomes `CAST(age AS DECIMAL) / NULLIF(10, 0)` (3.7, not 3).
 
 
 def duckdb_clinic(directory: Path) -> Path:
@@ -362,3 +360,21 @@ def test_per_person_subquery_counts_people(service: QueryService) -> None:
     # COUNT: sensitivity 1 at ε = 1/3 → scale 3; AVG clamped into [0, 10] from noisy sum and count
     assert abs(people - 1001) <= 60
     assert visits is not None and abs(visits - 3.0) <= 0.5
+
+
+def test_lookup_join_and_public_table_queries(service: QueryService, ledger: Ledger) -> None:
+    settings = SessionSettings({"veil.epsilon": "1"})
+    outcome = run(
+        service,
+        "SELECT z.zone, COUNT(*) AS n FROM visits v JOIN zones z ON v.region = z.code GROUP BY z.zone",
+        settings,
+    )
+    assert outcome.table is not None
+    counts = dict(outcome.table.rows)
+    assert sorted(counts) == ["E", "N", "S"], "every zone of the lookup table, east included though empty"
+    # north: 1,500 visits + the 'secret' one; south: 1,500; east: 0. Scale 3/1 = 3: e^-20 tail at 60
+    assert abs(counts["N"] - 1501) <= 60 and abs(counts["S"] - 1500) <= 60 and abs(counts["E"]) <= 60
+    spent = ledger.balance("alice", "clinic").spent_epsilon
+    public = run(service, "SELECT zone FROM zones WHERE code <> 'east' ORDER BY zone")
+    assert public.table is not None and public.table.rows == [("N",), ("S",)]
+    assert ledger.balance("alice", "clinic").spent_epsilon == spent, "public tables cost nothing"

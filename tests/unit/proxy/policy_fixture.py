@@ -33,6 +33,14 @@ patient_id = { type = "integer" }
 age = { type = "integer", lower = 0, upper = 100 }
 sex = { type = "text", public = true, values = ["female", "male"] }
 
+[datasets.clinic.tables.zones]
+public = true
+key = "code"
+
+[datasets.clinic.tables.zones.columns]
+code = { type = "text" }
+zone = { type = "text" }
+
 [datasets.clinic.tables.ratings]
 privacy_unit = "user_id"
 max_contributions = "auto"

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from proxy.analysis.parse import parse_statements
 from proxy.analysis.quantities import exact_quantities
 from proxy.analysis.statements import PrivateQuery, classify
+from proxy.errors import PolicyViolationError
+from proxy.planning import resolve_group_domains
 from proxy.rewrite.bound_contributions import bounded_query
 from tests.unit.proxy.policy_fixture import clinic_policy
 
@@ -42,6 +44,10 @@ def engine(tmp_path: Path) -> duckdb.DuckDBPyConnection:
     connection.execute(
         "CREATE TABLE patients AS SELECT * FROM (VALUES (1, 30, 'female'), (2, 60, 'male'), (3, 99, 'male'),"
         " (4, 40, 'male'), (6, 50, 'female')) AS t(patient_id, age, sex)"
+    )
+    connection.execute(
+        "CREATE TABLE zones AS SELECT * FROM (VALUES ('north', 'N'), ('south', 'S'), ('west', 'W'), ('east', 'E'))"
+        " AS t(code, zone)"
     )
     return connection
 
@@ -194,3 +200,35 @@ def test_join_on_the_privacy_unit_bounds_each_person_across_both_tables(
     )
     # female: patient 1 (5 visits scaled to 3); male: patients 2 (2), 3 (1), 4 (1)
     assert rows == {"female": 3.0, "male": 4.0}
+
+
+def test_lookup_join_groups_by_the_lookup_tables_values(engine: duckdb.DuckDBPyConnection) -> None:
+    (tree,) = parse_statements(
+        "SELECT z.zone, COUNT(*) FROM visits v JOIN zones z ON v.region = z.code GROUP BY z.zone"
+    )
+    statement = classify(tree, clinic_policy())
+    assert isinstance(statement, PrivateQuery)
+
+    def execute(sql: str) -> tuple[list[tuple[str, str]], list[tuple[object, ...]]]:
+        return [], engine.execute(sql).fetchall()
+
+    shape = resolve_group_domains(statement.shape, execute=execute, dialect="duckdb")
+    assert shape.group_keys[0].values == ("E", "N", "S", "W"), (
+        "every zone of the public table, with or without rows"
+    )
+    assert shape.table.max_contributions == 3, "a unique key keeps the private bound"
+    query = bounded_query(shape, exact_quantities(shape), dialect="duckdb")
+    counts = dict(engine.execute(query.sql(dialect="duckdb")).fetchall())
+    # north: patient 1 (2 rows × 3/5) + patient 2 (2) + patient 5 (1); south: 3 × 3/5 + 1; west: 1
+    assert counts == pytest.approx({"N": 1.2 + 2 + 1, "S": 1.8 + 1, "W": 1.0})
+
+
+def test_a_lookup_key_that_is_not_unique_is_refused(engine: duckdb.DuckDBPyConnection) -> None:
+    engine.execute("INSERT INTO zones VALUES ('north', 'N2')")
+    (tree,) = parse_statements("SELECT COUNT(*) FROM visits v JOIN zones z ON v.region = z.code")
+    statement = classify(tree, clinic_policy())
+    assert isinstance(statement, PrivateQuery)
+    with pytest.raises(PolicyViolationError, match="is not unique"):
+        resolve_group_domains(
+            statement.shape, execute=lambda sql: ([], engine.execute(sql).fetchall()), dialect="duckdb"
+        )

@@ -9,6 +9,7 @@ from proxy.analysis.parse import parse_statements
 from proxy.analysis.statements import (
     ConstantQuery,
     PrivateQuery,
+    PublicQuery,
     ResetStatement,
     SetStatement,
     ShowStatement,
@@ -309,3 +310,27 @@ def test_other_joins_are_refused(sql: str, sqlstate: str, message: str) -> None:
     with pytest.raises(ProxyError, match=message) as raised:
         classify_sql(sql)
     assert raised.value.sqlstate == sqlstate
+
+
+def test_queries_on_public_tables_only_are_answered_exactly() -> None:
+    statement = classify_sql("SELECT zone, COUNT(*) FROM zones GROUP BY zone ORDER BY 1")
+    assert isinstance(statement, PublicQuery)
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        ("SELECT COUNT(*) FROM visits v JOIN zones z ON v.region = z.zone", "key"),
+        ("SELECT COUNT(*) FROM zones z JOIN visits v ON v.region = z.code", "one private table first"),
+        ("SELECT COUNT(*) FROM visits v RIGHT JOIN zones z ON v.region = z.code", "inner and left joins"),
+    ],
+)
+def test_lookup_joins_are_checked(sql: str, message: str) -> None:
+    with pytest.raises(ProxyError, match=message) as raised:
+        classify_sql(sql)
+    assert raised.value.sqlstate == "42501"
+
+
+def test_public_queries_cannot_call_arbitrary_functions() -> None:
+    with pytest.raises(ProxyError, match="not supported in a query on public tables"):
+        classify_sql("SELECT read_csv('/etc/passwd') FROM zones")
