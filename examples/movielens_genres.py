@@ -51,8 +51,9 @@ from proxy.wire.scram import make_scram_verifier
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "movielens_dslabs.csv"
 DATASET = "movielens"
 
-# The genre vocabulary of MovieLens (its README lists these labels): public metadata, not read from the
-# ratings. "(no genres listed)" never combines with another label, so it is one more order-1 category.
+# The genre vocabulary: the 18 genres MovieLens documents plus IMAX, as this release writes them. Public
+# metadata, not read from the ratings. "(no genres listed)" never combines with another label, so it is
+# one more order-1 category.
 NO_GENRES = "(no genres listed)"
 GENRES = (
     "Action",
