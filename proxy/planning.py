@@ -100,7 +100,13 @@ def _typed(value: Any, type_: ColumnType) -> Any:
 
 
 def prepare_release(
-    shape: QueryShape, *, epsilon: float, dialect: str, delta: float = 0.0, bound_epsilon: float = 0.0
+    shape: QueryShape,
+    *,
+    epsilon: float,
+    dialect: str,
+    delta: float = 0.0,
+    bound_epsilon: float = 0.0,
+    gaussian: bool = False,
 ) -> tuple[ReleasePlan, str | None]:
     """Price and rewrite without touching the engine or the ledger (``veil explain`` stops here).
     The SQL is the main engine query, None when every aggregate is a quantile."""
@@ -118,8 +124,17 @@ def prepare_release(
             f"the GROUP BY has {cells} public cells; at most {MAX_GROUP_CELLS} are answered",
             hint="group by fewer columns or filter with WHERE",
         )
+    if gaussian and (delta <= 0 or shape.thresholded):
+        raise InvalidParameterValueError(
+            "veil.mechanism = gaussian needs veil.delta > 0 and public group keys",
+            hint="SET veil.delta = 1e-6, or SET veil.mechanism = laplace",
+        )
     plan = price_query(
-        shape, epsilon=epsilon, delta=delta if shape.thresholded else 0.0, bound_epsilon=bound_epsilon
+        shape,
+        epsilon=epsilon,
+        delta=delta if (shape.thresholded or gaussian) else 0.0,
+        bound_epsilon=bound_epsilon,
+        gaussian=gaussian,
     )
     scalars = tuple(m.quantity for m in plan.scalar_measurements)
     main = bounded_query(shape, scalars, dialect=dialect).sql(dialect=dialect) if scalars else None

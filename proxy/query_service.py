@@ -167,8 +167,9 @@ class QueryService:
     ) -> StatementOutcome:
         shape = resolve_group_domains(shape, execute=self.backend.execute, dialect=self.backend.dialect)
         epsilon, delta = self.epsilon(settings), float(settings.get("veil.delta"))
+        gaussian = settings.get("veil.mechanism") == "gaussian"
         dialect = self.backend.dialect
-        plan, sql = prepare_release(shape, epsilon=epsilon, delta=delta, dialect=dialect)  # checks, prices
+        plan, sql = prepare_release(shape, epsilon=epsilon, delta=delta, dialect=dialect, gaussian=gaussian)
         reservation = self.ledger.reserve(principal.name, self.dataset.name, plan.loss, statement=text)
         try:
             if shape.table.auto_contributions:
@@ -177,7 +178,12 @@ class QueryService:
                     shape, epsilon=bound_epsilon, execute=self.backend.execute, dialect=dialect, rng=self.rng
                 )
                 plan, sql = prepare_release(
-                    shape, epsilon=epsilon, delta=delta, dialect=dialect, bound_epsilon=bound_epsilon
+                    shape,
+                    epsilon=epsilon,
+                    delta=delta,
+                    dialect=dialect,
+                    bound_epsilon=bound_epsilon,
+                    gaussian=gaussian,
                 )
             exact_rows = self.backend.execute(sql)[1] if sql is not None else []
             histograms = self._histograms(plan)

@@ -50,6 +50,14 @@ def _delta(value: str) -> str:
     return repr(number)
 
 
+def _mechanism(value: str) -> str:
+    if value.lower() not in ("laplace", "gaussian"):
+        raise InvalidParameterValueError(
+            f'invalid value for parameter "veil.mechanism": "{value}"', hint="use laplace or gaussian"
+        )
+    return value.lower()
+
+
 def _on_off(value: str) -> str:
     words = {
         "on": "on",
@@ -90,6 +98,12 @@ SETTINGS: tuple[Setting, ...] = (
         "0.0",
         "Delta spent by a query whose group keys come from the data (τ-thresholding); 0 refuses such queries.",
         _delta,
+    ),
+    Setting(
+        "veil.mechanism",
+        "laplace",
+        "laplace (pure ε) or gaussian ((ε, δ) with veil.delta > 0, split over the noisy quantities).",
+        _mechanism,
     ),
     Setting(
         "veil.show_error",

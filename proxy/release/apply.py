@@ -16,6 +16,7 @@ from decimal import Decimal
 from types import MappingProxyType
 from typing import Any
 
+from mechanisms.gaussian import discrete_gaussian_mechanism, gaussian_mechanism
 from mechanisms.laplace import discrete_laplace_mechanism, laplace_mechanism
 from mechanisms.quantile import dp_quantile_from_histogram
 from mechanisms.random_source import RandomSource
@@ -78,6 +79,8 @@ def _noisy(
 ) -> int | float:
     """An empty cell's SUM is NULL in SQL; before noise it is the zero it stands for."""
     exact = 0 if value is None else value
+    if measurement.gaussian:
+        return _gaussian(measurement, exact, rng=rng)
     if measurement.exact_integer:
         return discrete_laplace_mechanism(
             int(exact), sensitivity=measurement.sensitivity, epsilon=measurement.epsilon, rng=rng
@@ -85,6 +88,18 @@ def _noisy(
     noisy = laplace_mechanism(
         float(exact), sensitivity=measurement.sensitivity, epsilon=measurement.epsilon, rng=rng
     )
+    return round(noisy) if measurement.integer_output else noisy  # rounding is post-processing
+
+
+def _gaussian(measurement: Measurement, exact: int | float | Decimal, *, rng: RandomSource) -> int | float:
+    parameters = {
+        "sensitivity": measurement.sensitivity,
+        "epsilon": measurement.epsilon,
+        "delta": measurement.delta,
+    }
+    if measurement.exact_integer:
+        return discrete_gaussian_mechanism(int(exact), rng=rng, **parameters)
+    noisy = gaussian_mechanism(float(exact), rng=rng, **parameters)
     return round(noisy) if measurement.integer_output else noisy  # rounding is post-processing
 
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from statistics import NormalDist
 
 from budget.ledger import as_decimal
 from budget.loss import PrivacyLoss
+from mechanisms.gaussian import analytic_gaussian_sigma, discrete_gaussian_sigma
 from mechanisms.laplace import laplace_error_bound
 from mechanisms.quantile import quantile_rank_error_bound
 from proxy.analysis.quantities import THRESHOLD_QUANTITY, Quantity, QuantityKind, exact_quantities
@@ -31,17 +33,30 @@ class Measurement:
     integer_output: (
         bool  # released as an integer (a count, or a sum of an integer column), rounded after noise
     )
+    delta: float = 0.0  # > 0: the Gaussian mechanism at (epsilon, delta) instead of Laplace
+
+    @property
+    def gaussian(self) -> bool:
+        return self.delta > 0 and self.quantity.kind is not QuantityKind.QUANTILE
+
+    def gaussian_sigma(self) -> float:
+        calibrate = discrete_gaussian_sigma if self.exact_integer else analytic_gaussian_sigma
+        return calibrate(sensitivity=self.sensitivity, epsilon=self.epsilon, delta=self.delta)
 
     @property
     def mechanism(self) -> str:
         if self.quantity.kind is QuantityKind.QUANTILE:
             return "exponential (permute-and-flip)"
-        return "discrete Laplace" if self.exact_integer else "Laplace on a 2^k grid"
+        family = "Gaussian" if self.gaussian else "Laplace"
+        return f"discrete {family}" if self.exact_integer else f"{family} on a 2^k grid"
 
     def error_bound(self, *, cells: int, confidence: float = 0.95) -> float:
         """No cell's noise exceeds this with probability >= confidence (union bound over cells); one
         extra grid step makes the continuous bound hold for discrete noise (docs/privacy.md).
         For a quantile: the extra error in *rank* (people), per cell."""
+        if self.gaussian:  # union bound over cells on a two-sided normal tail
+            z = NormalDist().inv_cdf(1 - (1 - confidence) / (2 * cells))
+            return z * self.gaussian_sigma() + (1.0 if self.exact_integer else 0.0)
         if self.quantity.kind is QuantityKind.QUANTILE:
             return quantile_rank_error_bound(
                 epsilon=self.epsilon,
@@ -152,11 +167,19 @@ def bound_selection_epsilon(epsilon: float) -> float:
 
 
 def price_query(
-    shape: QueryShape, *, epsilon: float, delta: float = 0.0, bound_epsilon: float = 0.0
+    shape: QueryShape,
+    *,
+    epsilon: float,
+    delta: float = 0.0,
+    bound_epsilon: float = 0.0,
+    gaussian: bool = False,
 ) -> ReleasePlan:
-    """``bound_epsilon``: the part of ε already spent choosing the contribution bound with DP."""
+    """``bound_epsilon``: the part of ε already spent choosing the contribution bound with DP.
+    ``gaussian``: noisy quantities use the Gaussian mechanism, sharing ``delta`` equally."""
     quantities = exact_quantities(shape)
     share = split_epsilon(epsilon, len(quantities), already_spent=bound_epsilon)
+    noisy = [q for q in quantities if q.kind is not QuantityKind.QUANTILE]
+    delta_share = split_epsilon(delta, len(noisy)) if gaussian and noisy else 0.0
     measurements = tuple(
         Measurement(
             quantity=quantity,
@@ -169,11 +192,14 @@ def price_query(
             epsilon=share,
             exact_integer=_exactly_integer(quantity, shape),
             integer_output=_integer_valued(quantity),
+            delta=delta_share if quantity.kind is not QuantityKind.QUANTILE else 0.0,
         )
         for quantity in quantities
     )
     if not shape.thresholded:
-        return ReleasePlan(shape, measurements, epsilon, bound_epsilon=bound_epsilon)
+        return ReleasePlan(
+            shape, measurements, epsilon, delta if gaussian else 0.0, bound_epsilon=bound_epsilon
+        )
     gate = next(m for m in measurements if m.quantity == THRESHOLD_QUANTITY)
     groups_per_person = 1 if shape.table.privacy_unit is None else shape.table.max_contributions
     threshold = key_threshold(gate, groups_per_person, delta)

@@ -378,3 +378,17 @@ def test_lookup_join_and_public_table_queries(service: QueryService, ledger: Led
     public = run(service, "SELECT zone FROM zones WHERE code <> 'east' ORDER BY zone")
     assert public.table is not None and public.table.rows == [("N",), ("S",)]
     assert ledger.balance("alice", "clinic").spent_epsilon == spent, "public tables cost nothing"
+
+
+def test_gaussian_mechanism_spends_epsilon_and_delta(service: QueryService, ledger: Ledger) -> None:
+    with pytest.raises(InvalidParameterValueError, match="needs veil.delta > 0"):
+        run(service, "SELECT COUNT(*) FROM visits", SessionSettings({"veil.mechanism": "gaussian"}))
+    settings = SessionSettings({"veil.mechanism": "gaussian", "veil.delta": "1e-6", "veil.epsilon": "0.5"})
+    outcome = run(service, "SELECT COUNT(*) FROM visits", settings)
+    assert outcome.table is not None
+    (count,) = outcome.table.rows[0]
+    # Δ = 3 at (0.5, 1e-6): σ ≈ 27; |noise| > 10σ has probability ~1e-23
+    assert abs(count - 3001) <= 300
+    balance = ledger.balance("alice", "clinic")
+    assert (balance.spent_epsilon, balance.spent_delta) == (pytest.approx(0.5), pytest.approx(1e-6))
+    assert "δ=1e-06" in outcome.notices[0]
