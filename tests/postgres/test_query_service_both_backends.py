@@ -381,7 +381,7 @@ def test_lookup_join_and_public_table_queries(service: QueryService, ledger: Led
 
 
 def test_gaussian_mechanism_spends_epsilon_and_delta(service: QueryService, ledger: Ledger) -> None:
-    with pytest.raises(InvalidParameterValueError, match="needs veil.delta > 0"):
+    with pytest.raises(InvalidParameterValueError, match=r"needs veil\.delta > 0"):
         run(service, "SELECT COUNT(*) FROM visits", SessionSettings({"veil.mechanism": "gaussian"}))
     settings = SessionSettings({"veil.mechanism": "gaussian", "veil.delta": "1e-6", "veil.epsilon": "0.5"})
     outcome = run(service, "SELECT COUNT(*) FROM visits", settings)
