@@ -215,7 +215,7 @@ def _positive_number(reader: _Reader, key: str, default: float) -> float:
 
 
 def _column(reader: _Reader, name: str) -> ColumnPolicy:
-    reader.reject_unknown({"type", "lower", "upper", "public", "values"})
+    reader.reject_unknown({"type", "lower", "upper", "public", "values", "range"})
     type_name = reader.get("type", str, required=True)
     try:
         column_type = ColumnType(type_name)
@@ -234,6 +234,10 @@ def _column(reader: _Reader, name: str) -> ColumnPolicy:
             raise reader.fail("upper", "upper must be greater than lower")
     public = reader.get("public", bool, False)
     values = reader.get("values", list)
+    if "range" in reader.data:
+        if values is not None:
+            raise reader.fail("range", "give values or range, not both")
+        values = _range_values(reader, column_type)
     if public and not values:
         raise reader.fail(
             "values",
@@ -249,6 +253,28 @@ def _column(reader: _Reader, name: str) -> ColumnPolicy:
             # a repeated value would release the same group twice with fresh noise for one charge
             raise reader.fail("values", "each public value may appear only once")
     return ColumnPolicy(name, column_type, lower, upper, public, tuple(values) if values else None)
+
+
+MAX_RANGE_VALUES = 10_000
+
+
+def _range_values(reader: _Reader, column_type: ColumnType) -> list[int | float]:
+    """``range = [start, stop, step]``: the public values start, start + step, … up to stop inclusive —
+    a numeric domain without listing it (years, ages, score levels)."""
+    bounds = reader.get("range", list)
+    numbers = [value for value in bounds if isinstance(value, int | float) and not isinstance(value, bool)]
+    if len(bounds) != 3 or len(numbers) != 3 or not column_type.is_numeric:
+        raise reader.fail("range", "must be [start, stop, step] with numbers, on an integer or real column")
+    start, stop, step = numbers
+    if not (math.isfinite(start) and math.isfinite(stop) and step > 0 and stop >= start):
+        raise reader.fail("range", "needs finite start <= stop and a step > 0")
+    count = math.floor((stop - start) / step + 1e-9) + 1
+    if count > MAX_RANGE_VALUES:
+        raise reader.fail("range", f"gives {count} values; at most {MAX_RANGE_VALUES} (use a larger step)")
+    if column_type is ColumnType.INTEGER and not all(float(v).is_integer() for v in numbers):
+        raise reader.fail("range", "an integer column needs whole-number start, stop and step")
+    values = [start + i * step for i in range(count)]
+    return [int(v) for v in values] if column_type is ColumnType.INTEGER else [round(v, 12) for v in values]
 
 
 _VALUE_TYPES: dict[ColumnType, tuple[type, ...]] = {

@@ -538,3 +538,29 @@ def test_unparsable_dsn_is_not_quoted(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not a valid libpq") as raised:
         parse(postgres_document(dsn="host=db password=hunter2 port"), tmp_path)
     assert "hunter2" not in raised.value.message
+
+
+def test_range_declares_a_numeric_public_domain(tmp_path: Path) -> None:
+    document = valid_document()
+    _columns(document)["age"] = {"type": "integer", "public": True, "range": [0, 100, 10]}
+    config = parse(document, tmp_path)
+    age = config.dataset("demo").table("visits").column("age")  # type: ignore[union-attr]
+    assert age.values == tuple(range(0, 101, 10))
+
+
+@pytest.mark.parametrize(
+    ("column", "message"),
+    [
+        ({"type": "integer", "public": True, "range": [0, 10, 0]}, "step > 0"),
+        ({"type": "integer", "public": True, "range": [0, 10]}, r"\[start, stop, step\]"),
+        ({"type": "text", "public": True, "range": [0, 10, 1]}, "integer or real column"),
+        ({"type": "integer", "public": True, "range": [0, 1, 0.5]}, "whole-number"),
+        ({"type": "integer", "public": True, "range": [0, 100000, 1]}, "at most 10000"),
+        ({"type": "integer", "public": True, "range": [0, 10, 1], "values": [1]}, "not both"),
+    ],
+)
+def test_rejects_bad_ranges(tmp_path: Path, column: dict[str, Any], message: str) -> None:
+    document = valid_document()
+    _columns(document)["age"] = column
+    with pytest.raises(ConfigError, match=message):
+        parse(document, tmp_path)
