@@ -344,7 +344,7 @@ class Ledger:
     # -- plumbing ------------------------------------------------------------------------------
 
     def _close(self, reservation_id: int, state: SpendState) -> None:
-        with self._transaction(write=True) as conn:
+        with self._transaction(write=True, durable=False) as conn:
             row = conn.execute("SELECT state FROM spends WHERE id = ?", (reservation_id,)).fetchone()
             if row is None or row[0] != SpendState.RESERVED:
                 raise _not_open(reservation_id, None if row is None else str(row[0]))
@@ -365,13 +365,19 @@ class Ledger:
             _check_version(conn, self._path)
 
     @contextmanager
-    def _transaction(self, *, write: bool) -> Iterator[sqlite3.Connection]:
-        """One connection and one transaction; writers take the write lock before reading."""
+    def _transaction(self, *, write: bool, durable: bool = True) -> Iterator[sqlite3.Connection]:
+        """One connection and one transaction; writers take the write lock before reading.
+
+        ``durable=False`` skips the fsync at commit (WAL, synchronous = NORMAL): the write survives a
+        crash of Veil but may be lost with the machine's power. Only state changes that are safe to
+        lose use it — a lost commit or cancel leaves a reservation, which still counts as spent."""
         try:
             conn = sqlite3.connect(self._uri, uri=True, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
         except sqlite3.Error as exc:
             raise _store_error(self._path, exc) from exc
         try:
+            if not durable:
+                conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
                 yield conn
