@@ -10,20 +10,13 @@ otherwise; the file is the MovieLens "ml-latest-small" ratings joined with movie
 
 from __future__ import annotations
 
-import random
 import statistics
 from pathlib import Path
 
 import duckdb
 import pytest
 
-from budget.ledger import Ledger
-from budget.loss import PrivacyLoss
-from proxy.backends.duckdb import DuckDBBackend
-from proxy.config import parse_config
-from proxy.query_service import Principal, QueryService
-from proxy.settings import SessionSettings
-from proxy.wire.scram import make_scram_verifier
+from tests.bench.in_process import answer, create_ledger, seeded_service
 
 pytestmark = pytest.mark.bench
 
@@ -58,9 +51,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
             " FROM read_csv(?) WHERE year IS NOT NULL",
             [str(DATA)],
         )
-    ledger = Ledger.create(directory / "ledger.sqlite")
-    ledger.add_analyst("bench", make_scram_verifier("bench", iterations=1))
-    ledger.grant("bench", "movies", PrivacyLoss(10_000.0))
+    create_ledger(directory, "movies")
     return directory
 
 
@@ -71,22 +62,10 @@ def truth(directory: Path) -> dict[int, int]:
 
 
 def weighted_errors(directory: Path, bound: str, exact: dict[int, int]) -> list[float]:
-    config = parse_config(POLICY.format(bound=bound), path=directory / "veil.toml")
-    dataset = config.dataset("movies")
-    assert dataset is not None
-    service = QueryService(
-        dataset,
-        backend=DuckDBBackend(directory / "movies.duckdb"),
-        sandbox=DuckDBBackend.sandbox(),
-        ledger=Ledger.open(directory / "ledger.sqlite"),
-        rng=random.Random(0),
-    )
+    service = seeded_service(POLICY.format(bound=bound), directory, "movies", seed=0)
     errors = []
     for _ in range(RUNS):
-        (tree,) = service.parse(QUERY)
-        outcome = service.run(tree, principal=Principal("bench"), settings=SessionSettings())
-        assert outcome.table is not None
-        released = {int(decade): count for decade, count in outcome.table.rows}
+        released = {int(decade): count for decade, count in answer(service, QUERY).rows}
         errors.append(sum(abs(released.get(d, 0) - n) for d, n in exact.items()) / sum(exact.values()))
     service.backend.close()
     return errors

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import statistics
 import subprocess
 import time
@@ -23,13 +22,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from budget.ledger import Ledger
-from budget.loss import PrivacyLoss
-from proxy.backends.duckdb import DuckDBBackend
-from proxy.config import parse_config
-from proxy.query_service import Principal, QueryService
-from proxy.settings import SessionSettings
-from proxy.wire.scram import make_scram_verifier
+from tests.bench.in_process import answer, create_ledger, seeded_service
 
 pytestmark = pytest.mark.bench
 
@@ -72,9 +65,7 @@ sex = {{ type = "text", public = true, values = ["Female", "Male"] }}
 education = {{ type = "text", public = true, values = {json.dumps(educations)} }}
 """
     (directory / "veil.toml").write_text(policy, encoding="utf-8")
-    ledger = Ledger.create(directory / "ledger.sqlite")
-    ledger.add_analyst("bench", make_scram_verifier("bench", iterations=1))
-    ledger.grant("bench", "adult", PrivacyLoss(10_000.0))
+    create_ledger(directory, "adult")
     return directory, truth
 
 
@@ -96,26 +87,17 @@ def relative_errors(answers: list[list[list[object]]], truth: list[tuple[object,
 
 
 def veil_runs(directory: Path) -> dict[str, dict[str, list]]:
-    config = parse_config((directory / "veil.toml").read_text(encoding="utf-8"), path=directory / "veil.toml")
-    dataset = config.dataset("adult")
-    assert dataset is not None
-    service = QueryService(
-        dataset,
-        backend=DuckDBBackend(directory / "adult.duckdb"),
-        sandbox=DuckDBBackend.sandbox(),
-        ledger=Ledger.open(directory / "ledger.sqlite"),
-        rng=random.Random(3),
+    service = seeded_service(
+        (directory / "veil.toml").read_text(encoding="utf-8"), directory, "adult", seed=3
     )
     results: dict[str, dict[str, list]] = {}
     for name, sql in QUERIES.items():
         timings, answers = [], []
         for _ in range(RUNS + 1):
             start = time.perf_counter()
-            (tree,) = service.parse(sql)
-            outcome = service.run(tree, principal=Principal("bench"), settings=SessionSettings())
+            table = answer(service, sql)
             timings.append(time.perf_counter() - start)
-            assert outcome.table is not None
-            answers.append([list(row) for row in outcome.table.rows])
+            answers.append([list(row) for row in table.rows])
         results[name] = {"seconds": timings[1:], "answers": answers[1:]}
     service.backend.close()
     return results
