@@ -11,6 +11,7 @@ less noise than promised) and privacy losses are rounded *up* to the next float 
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import sys
@@ -104,10 +105,17 @@ def laplace_mechanism(value: float, *, sensitivity: float, epsilon: float, rng: 
     costs no privacy.
     """
     _check_finite(value)
-    step = _grid_step(sensitivity=sensitivity, epsilon=epsilon)
+    step, grid_scale = _grid(sensitivity, epsilon)
     grid_value = round(Fraction(value) / step)
-    grid_scale = _round_up((Fraction(sensitivity) + step) / (step * Fraction(epsilon)))
     return float((grid_value + sample_discrete_laplace(grid_scale, rng=rng)) * step)
+
+
+@functools.lru_cache(maxsize=256)
+def _grid(sensitivity: float, epsilon: float) -> tuple[Fraction, Fraction]:
+    """The grid step and the grid-unit scale: exact rational work that depends only on public parameters,
+    so one query's cells (and repeated queries) compute it once."""
+    step = _grid_step(sensitivity=sensitivity, epsilon=epsilon)
+    return step, _round_up((Fraction(sensitivity) + step) / (step * Fraction(epsilon)))
 
 
 _SENSITIVITY_HINT = "check the column's lower/upper bounds and max_contributions"

@@ -330,7 +330,7 @@ class _PostprocessBuilder:
     def build(self, select: exp.Select) -> exp.Select:
         aliases = {item.alias.lower() for item in select.expressions if isinstance(item, exp.Alias)}
         post = exp.Select(expressions=[self._replace(item, aliases) for item in select.expressions])
-        post = post.from_(NOISY_TABLE)
+        post = post.from_(exp.Table(this=exp.to_identifier(NOISY_TABLE)), copy=False)
         having = select.args.get("having")
         if having is not None:
             post = post.where(self._replace(having.this, aliases))

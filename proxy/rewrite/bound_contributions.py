@@ -37,6 +37,11 @@ PERSON_ROWS = "_dp_person_rows"
 PERSON_GROUPS = "_dp_person_groups"
 
 
+def _table(name: str) -> exp.Table:
+    """A table node built directly: a string argument would be parsed by sqlglot on every query."""
+    return exp.Table(this=exp.to_identifier(name))
+
+
 def key_alias(index: int) -> str:
     return f"_dp_key_{index}"
 
@@ -80,7 +85,7 @@ def bounded_query(shape: QueryShape, quantities: tuple[Quantity, ...], *, dialec
             exp.Count(this=exp.Star()).as_(PERSON_GROUPS),
             copy=False,
         )
-        .from_("_dp_partials", copy=False)
+        .from_(_table("_dp_partials"), copy=False)
         .group_by(exp.column(UNIT), copy=False)
     )
     measures = _weighted_sums(
@@ -90,11 +95,13 @@ def bounded_query(shape: QueryShape, quantities: tuple[Quantity, ...], *, dialec
     )
     query = (
         exp.select(*keys, *measures, copy=False)
-        .from_("_dp_partials", copy=False)
-        .join("_dp_totals", using=[UNIT], copy=False)
+        .from_(_table("_dp_partials"), copy=False)
+        .join(_table("_dp_totals"), using=[exp.to_identifier(UNIT)], copy=False)
         .group_by(*_copies(keys), copy=False)
     )
-    return query.with_("_dp_partials", as_=partials, copy=False).with_("_dp_totals", as_=totals, copy=False)
+    return query.with_(
+        exp.TableAlias(this=exp.to_identifier("_dp_partials")), as_=partials, copy=False
+    ).with_(exp.TableAlias(this=exp.to_identifier("_dp_totals")), as_=totals, copy=False)
 
 
 def _weighted_sums(
@@ -198,7 +205,7 @@ def _filtered_rows(shape: QueryShape, quantities: tuple[Quantity, ...], *, diale
 def _source(shape: QueryShape, dialect: str) -> exp.Expression:
     """The table, or the per-person subquery (its own WHERE made error-free like any filter)."""
     if shape.source is None:
-        return exp.to_table(shape.table.name)
+        return _table(shape.table.name)
     inner = shape.source.select.copy()
     where = inner.args.get("where")
     if where is not None:
@@ -250,7 +257,8 @@ def histogram_query(shape: QueryShape, column: AggregateInput, *, dialect: str) 
         expression=width,
     )
     bucket = exp.Least(
-        this=exp.convert(QUANTILE_GRID - 1), expressions=[exp.cast(exp.Floor(this=position), "INT")]
+        this=exp.convert(QUANTILE_GRID - 1),
+        expressions=[exp.Cast(this=exp.Floor(this=position), to=exp.DataType(this=exp.DataType.Type.INT))],
     )
     values = (
         exp.select(exp.Star(), bucket.as_(BUCKET), copy=False)
@@ -267,7 +275,7 @@ def histogram_query(shape: QueryShape, column: AggregateInput, *, dialect: str) 
         )
     totals = (
         exp.select(exp.column(UNIT), exp.Count(this=exp.Star()).as_(PERSON_ROWS), copy=False)
-        .from_("_dp_values", copy=False)
+        .from_(_table("_dp_values"), copy=False)
         .group_by(exp.column(UNIT), copy=False)
     )
     limit = shape.table.max_contributions * WEIGHT_UNIT
@@ -284,11 +292,13 @@ def histogram_query(shape: QueryShape, column: AggregateInput, *, dialect: str) 
     )
     query = (
         exp.select(*keys, exp.column(BUCKET), exp.Sum(this=weight).as_("_dp_weight"), copy=False)
-        .from_("_dp_values", copy=False)
-        .join("_dp_totals", using=[UNIT], copy=False)
+        .from_(_table("_dp_values"), copy=False)
+        .join(_table("_dp_totals"), using=[exp.to_identifier(UNIT)], copy=False)
         .group_by(*_copies(keys), exp.column(BUCKET), copy=False)
     )
-    return query.with_("_dp_values", as_=values, copy=False).with_("_dp_totals", as_=totals, copy=False)
+    return query.with_(exp.TableAlias(this=exp.to_identifier("_dp_values")), as_=values, copy=False).with_(
+        exp.TableAlias(this=exp.to_identifier("_dp_totals")), as_=totals, copy=False
+    )
 
 
 def contributions_histogram_query(shape: QueryShape, *, cap: int, dialect: str) -> exp.Select:

@@ -64,7 +64,7 @@ def _postgres_error_free(condition: exp.Expression, table: TablePolicy) -> exp.E
     def as_numeric(node: exp.Expression) -> exp.Expression:
         column = table.column(node.name) if isinstance(node, exp.Column) else None
         if column is not None and column.type.is_numeric:
-            return exp.Cast(this=node.copy(), to=exp.DataType.build("NUMERIC"))
+            return exp.Cast(this=node.copy(), to=exp.DataType(this=exp.DataType.Type.DECIMAL))
         return node
 
     def guard_divisor(node: exp.Expression) -> exp.Expression:
