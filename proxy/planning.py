@@ -107,6 +107,7 @@ def prepare_release(
     delta: float = 0.0,
     bound_epsilon: float = 0.0,
     gaussian: bool = False,
+    other_row: bool = False,
 ) -> tuple[ReleasePlan, str | None]:
     """Price and rewrite without touching the engine or the ledger (``veil explain`` stops here).
     The SQL is the main engine query, None when every aggregate is a quantile."""
@@ -135,6 +136,7 @@ def prepare_release(
         delta=delta if (shape.thresholded or gaussian) else 0.0,
         bound_epsilon=bound_epsilon,
         gaussian=gaussian,
+        other_row=other_row,
     )
     scalars = tuple(m.quantity for m in plan.scalar_measurements)
     main = bounded_query(shape, scalars, dialect=dialect).sql(dialect=dialect) if scalars else None
@@ -152,6 +154,14 @@ def choose_contribution_bound(
     people_by_count = {int(count): int(people) for count, people in execute(sql)[1]}
     bound = dp_contribution_bound(people_by_count, cap=cap, epsilon=epsilon, rng=rng)
     return dataclasses.replace(shape, table=shape.table.with_max_contributions(bound))
+
+
+def totals_query(plan: ReleasePlan, *, dialect: str) -> str | None:
+    """The "(other)" row's totals: the same bounded quantities over all filtered rows, no GROUP BY."""
+    totals = tuple(m.quantity for m in plan.total_measurements)
+    if not totals:
+        return None
+    return bounded_query(plan.shape.with_group_keys(()), totals, dialect=dialect).sql(dialect=dialect)
 
 
 def histogram_queries(plan: ReleasePlan, *, dialect: str) -> dict[str, str]:

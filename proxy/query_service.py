@@ -41,6 +41,7 @@ from proxy.planning import (
     histogram_queries,
     prepare_release,
     resolve_group_domains,
+    totals_query,
 )
 from proxy.release.apply import Histograms, ReleasedTable, ResultColumn, release
 from proxy.release.plan import ReleasePlan, bound_selection_epsilon
@@ -167,9 +168,13 @@ class QueryService:
     ) -> StatementOutcome:
         shape = resolve_group_domains(shape, execute=self.backend.execute, dialect=self.backend.dialect)
         epsilon, delta = self.epsilon(settings), float(settings.get("veil.delta"))
-        gaussian = settings.get("veil.mechanism") == "gaussian"
+        options = {
+            "delta": delta,
+            "gaussian": settings.get("veil.mechanism") == "gaussian",
+            "other_row": settings.get("veil.other_row") == "on",
+        }
         dialect = self.backend.dialect
-        plan, sql = prepare_release(shape, epsilon=epsilon, delta=delta, dialect=dialect, gaussian=gaussian)
+        plan, sql = prepare_release(shape, epsilon=epsilon, dialect=dialect, **options)
         reservation = self.ledger.reserve(principal.name, self.dataset.name, plan.loss, statement=text)
         try:
             if shape.table.auto_contributions:
@@ -178,16 +183,13 @@ class QueryService:
                     shape, epsilon=bound_epsilon, execute=self.backend.execute, dialect=dialect, rng=self.rng
                 )
                 plan, sql = prepare_release(
-                    shape,
-                    epsilon=epsilon,
-                    delta=delta,
-                    dialect=dialect,
-                    bound_epsilon=bound_epsilon,
-                    gaussian=gaussian,
+                    shape, epsilon=epsilon, dialect=dialect, bound_epsilon=bound_epsilon, **options
                 )
             exact_rows = self.backend.execute(sql)[1] if sql is not None else []
             histograms = self._histograms(plan)
-            noisy = release(plan, exact_rows, rng=self.rng, histograms=histograms)
+            totals_sql = totals_query(plan, dialect=dialect)
+            totals = self.backend.execute(totals_sql)[1][0] if totals_sql is not None else ()
+            noisy = release(plan, exact_rows, rng=self.rng, histograms=histograms, exact_totals=totals)
         except BaseException:
             self.ledger.cancel(reservation)
             raise

@@ -106,6 +106,12 @@ SETTINGS: tuple[Setting, ...] = (
         _mechanism,
     ),
     Setting(
+        "veil.other_row",
+        "off",
+        'on: GROUP BY answers end with one "(other)" row: the noisy total of every group not shown.',
+        _on_off,
+    ),
+    Setting(
         "veil.show_error",
         "off",
         "on: a NOTICE after each DP answer gives, per noisy quantity, the 95% error bound of its noise.",

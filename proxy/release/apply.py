@@ -56,14 +56,17 @@ def release(
     *,
     rng: RandomSource,
     histograms: Histograms = MappingProxyType({}),
+    exact_totals: Sequence[Any] = (),
 ) -> ReleasedTable:
     """The noisy table: every public cell, each aggregate computed from noisy quantities.
-    ``exact_rows`` hold the keys then the scalar quantities; quantiles come from ``histograms``."""
+    ``exact_rows`` hold the keys then the scalar quantities; quantiles come from ``histograms``;
+    ``exact_totals`` (without GROUP BY) feed the "(other)" row when the plan asks for one."""
     keys = len(plan.shape.group_keys)
     exact = {tuple(row[:keys]): row[keys:] for row in exact_rows}
     cells = list(exact) if plan.threshold is not None else public_cells(plan)
     scalars = plan.scalar_measurements
     rows = []
+    released: list[dict[Quantity, int | float]] = []
     for cell in cells:
         values = exact.get(cell, (None,) * len(scalars))
         noisy = {m.quantity: _noisy(m, v, rng=rng) for m, v in zip(scalars, values, strict=True)}
@@ -71,7 +74,34 @@ def release(
         if plan.threshold is not None and noisy[THRESHOLD_QUANTITY] <= plan.threshold:
             continue  # too few people share this data-derived key to show that it exists
         rows.append(cell + tuple(_aggregate_value(a, noisy) for a in plan.shape.aggregates))
+        released.append(noisy)
+    if plan.total_measurements:
+        rows.append(_other_row(plan, exact_totals, released, rng=rng))
     return ReleasedTable(_noisy_columns(plan), rows)
+
+
+OTHER = "(other)"
+
+
+def _other_row(
+    plan: ReleasePlan,
+    exact_totals: Sequence[Any],
+    released: list[dict[Quantity, int | float]],
+    *,
+    rng: RandomSource,
+) -> tuple[object, ...]:
+    """Noisy total minus the released groups' noisy values: all post-processing of DP outputs. It
+    carries the groups that were suppressed, outside the public domain, or NULL."""
+    other: dict[Quantity, int | float] = {}
+    for measurement, exact in zip(plan.total_measurements, exact_totals, strict=True):
+        total = _noisy(measurement, exact, rng=rng)
+        other[measurement.quantity] = total - sum(noisy[measurement.quantity] for noisy in released)
+    keys = tuple(OTHER if key.type is ColumnType.TEXT else None for key in plan.shape.group_keys)
+    values = tuple(
+        _aggregate_value(a, other) if all(q in other for q in quantities_for(a)) else None
+        for a in plan.shape.aggregates
+    )
+    return keys + values
 
 
 def _noisy(

@@ -16,7 +16,13 @@ from budget.loss import PrivacyLoss
 from mechanisms.gaussian import analytic_gaussian_sigma, discrete_gaussian_sigma
 from mechanisms.laplace import laplace_error_bound
 from mechanisms.quantile import quantile_rank_error_bound
-from proxy.analysis.quantities import THRESHOLD_QUANTITY, Quantity, QuantityKind, exact_quantities
+from proxy.analysis.quantities import (
+    THRESHOLD_QUANTITY,
+    Quantity,
+    QuantityKind,
+    exact_quantities,
+    quantities_for,
+)
 from proxy.analysis.shape import QueryShape
 from proxy.config import ColumnType
 from proxy.rewrite.bound_contributions import QUANTILE_GRID, WEIGHT_UNIT
@@ -34,6 +40,7 @@ class Measurement:
         bool  # released as an integer (a count, or a sum of an integer column), rounded after noise
     )
     delta: float = 0.0  # > 0: the Gaussian mechanism at (epsilon, delta) instead of Laplace
+    total: bool = False  # measured over all rows, without GROUP BY: for the "(other)" row
 
     @property
     def gaussian(self) -> bool:
@@ -86,7 +93,14 @@ class ReleasePlan:
     @property
     def scalar_measurements(self) -> tuple[Measurement, ...]:
         """Measured by the main engine query, in its column order."""
-        return tuple(m for m in self.measurements if m.quantity.kind is not QuantityKind.QUANTILE)
+        return tuple(
+            m for m in self.measurements if m.quantity.kind is not QuantityKind.QUANTILE and not m.total
+        )
+
+    @property
+    def total_measurements(self) -> tuple[Measurement, ...]:
+        """Measured by one engine query without GROUP BY, for the "(other)" row."""
+        return tuple(m for m in self.measurements if m.total)
 
     @property
     def quantile_measurements(self) -> tuple[Measurement, ...]:
@@ -166,6 +180,18 @@ def bound_selection_epsilon(epsilon: float) -> float:
     return split_epsilon(epsilon, BOUND_SELECTION_SHARE)
 
 
+def other_row_quantities(shape: QueryShape) -> tuple[Quantity, ...]:
+    """What the "(other)" row needs: the additive quantities of the aggregates, as totals over all rows.
+    Counts of distinct people are not additive over groups, and quantiles are not sums: those stay NULL."""
+    additive = (QuantityKind.ROWS, QuantityKind.NON_NULL, QuantityKind.SUM, QuantityKind.SUM_SQUARES)
+    ordered: dict[Quantity, None] = {}
+    for aggregate in shape.aggregates:
+        for quantity in quantities_for(aggregate):
+            if quantity.kind in additive:
+                ordered.setdefault(quantity, None)
+    return tuple(ordered)
+
+
 def price_query(
     shape: QueryShape,
     *,
@@ -173,12 +199,17 @@ def price_query(
     delta: float = 0.0,
     bound_epsilon: float = 0.0,
     gaussian: bool = False,
+    other_row: bool = False,
 ) -> ReleasePlan:
     """``bound_epsilon``: the part of ε already spent choosing the contribution bound with DP.
-    ``gaussian``: noisy quantities use the Gaussian mechanism, sharing ``delta`` equally."""
-    quantities = exact_quantities(shape)
-    share = split_epsilon(epsilon, len(quantities), already_spent=bound_epsilon)
-    noisy = [q for q in quantities if q.kind is not QuantityKind.QUANTILE]
+    ``gaussian``: noisy quantities use the Gaussian mechanism, sharing ``delta`` equally.
+    ``other_row``: also measure each additive quantity over all rows, so that one "(other)" row can
+    carry what the released groups do not (their difference: post-processing)."""
+    grouped = exact_quantities(shape)
+    totals = other_row_quantities(shape) if other_row and shape.group_keys else ()
+    entries = [(q, False) for q in grouped] + [(q, True) for q in totals]
+    share = split_epsilon(epsilon, len(entries), already_spent=bound_epsilon)
+    noisy = [q for q, _ in entries if q.kind is not QuantityKind.QUANTILE]
     delta_share = split_epsilon(delta, len(noisy)) if gaussian and noisy else 0.0
     measurements = tuple(
         Measurement(
@@ -186,21 +217,22 @@ def price_query(
             sensitivity=sensitivity(
                 quantity,
                 max_contributions=shape.table.max_contributions,
-                cells=shape.cells,
+                cells=1 if total else shape.cells,
                 weighted=shape.table.privacy_unit is not None,
             ),
             epsilon=share,
             exact_integer=_exactly_integer(quantity, shape),
             integer_output=_integer_valued(quantity),
             delta=delta_share if quantity.kind is not QuantityKind.QUANTILE else 0.0,
+            total=total,
         )
-        for quantity in quantities
+        for quantity, total in entries
     )
     if not shape.thresholded:
         return ReleasePlan(
             shape, measurements, epsilon, delta if gaussian else 0.0, bound_epsilon=bound_epsilon
         )
-    gate = next(m for m in measurements if m.quantity == THRESHOLD_QUANTITY)
+    gate = next(m for m in measurements if m.quantity == THRESHOLD_QUANTITY and not m.total)
     groups_per_person = 1 if shape.table.privacy_unit is None else shape.table.max_contributions
     threshold = key_threshold(gate, groups_per_person, delta)
     return ReleasePlan(shape, measurements, epsilon, delta, threshold, bound_epsilon=bound_epsilon)

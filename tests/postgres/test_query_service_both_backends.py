@@ -392,3 +392,16 @@ def test_gaussian_mechanism_spends_epsilon_and_delta(service: QueryService, ledg
     balance = ledger.balance("alice", "clinic")
     assert (balance.spent_epsilon, balance.spent_delta) == (pytest.approx(0.5), pytest.approx(1e-6))
     assert "δ=1e-06" in outcome.notices[0]
+
+
+def test_other_row_carries_the_suppressed_groups(service: QueryService) -> None:
+    settings = SessionSettings({"veil.other_row": "on", "veil.epsilon": "1", "veil.delta": "1e-6"})
+    outcome = run(service, "SELECT note, COUNT(*) AS n FROM visits GROUP BY note", settings)
+    assert outcome.table is not None
+    rows = dict(outcome.table.rows)
+    assert list(rows) == ["x", "(other)"], "the single person's note is suppressed, not shown"
+    # three shares of ε = 1 (group counts, people gate, total): count noise scale 3 / (1/3) = 9;
+    # (other) = total − released: the secret row (1) plus two noises, each beyond 180 with prob e^-20
+    assert abs(rows["x"] - 3000) <= 180
+    assert abs(rows["(other)"] - 1) <= 360
+    assert "count(*) ε=0.3333" in outcome.notices[0]
