@@ -184,3 +184,26 @@ def test_selecting_a_private_column_is_refused_with_42501_and_spends_nothing(
     assert spent(clinic) == before
     ((one,),) = connection.execute("SELECT 1").fetchall()  # the session goes on
     assert one == 1
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT region, MEDIAN(cost) AS m, MAX(cost) FROM visits GROUP BY region ORDER BY region",
+        "SELECT CASE WHEN region IN ('north', 'south') THEN 'n/s' ELSE 'e/w' END AS side, COUNT(*)"
+        " FROM visits WHERE cost < 1000 GROUP BY 1",
+        "SELECT COUNT(*) AS people, AVG(veil_clamp(n, 0, 20)) AS visits"
+        " FROM (SELECT patient_id, COUNT(*) AS n FROM visits GROUP BY patient_id) AS p",
+        "SELECT region, SUM(CASE WHEN cost >= 100 THEN 1 ELSE 0 END) AS expensive, STDDEV(cost)"
+        " FROM visits GROUP BY region HAVING COUNT(*) > 0 LIMIT 2",
+    ],
+    ids=["quantiles", "expression-key", "per-person-subquery", "expressions-having-limit"],
+)
+def test_the_wider_sql_surface_answers_through_psycopg(
+    clinic: Clinic, connection: psycopg.Connection[Any], sql: str
+) -> None:
+    """The features beyond plain COUNT/SUM/AVG also run on PostgreSQL, through the wire."""
+    before = spent(clinic)
+    rows = connection.execute(sql).fetchall()
+    assert rows, "an answer, not an error"
+    assert spent(clinic) == pytest.approx(before + EPSILON)
