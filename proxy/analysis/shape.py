@@ -21,6 +21,7 @@ from proxy.analysis.aggregates import Aggregate, AggregateKind, parse_aggregate
 from proxy.analysis.checks import SCALAR_NODES, check_predicate
 from proxy.analysis.derived import DerivedSource
 from proxy.analysis.lookup_join import lookup_join
+from proxy.analysis.output_names import output_name
 from proxy.analysis.per_person import per_person_table
 from proxy.analysis.refusals import refuse
 from proxy.analysis.unit_join import joined_name, unit_join
@@ -134,7 +135,7 @@ def query_shape(tree: exp.Expression, dataset: DatasetPolicy) -> QueryShape:
         a.kind is AggregateKind.QUANTILE for a in builder.aggregates
     ):
         raise refuse("quantiles with GROUP BY keys taken from the data are not supported yet")
-    names = tuple(_output_name(item) for item in tree.expressions)
+    names = tuple(output_name(item) for item in tree.expressions)
     aggregates = tuple(builder.aggregates)
     return QueryShape(scope.table, group_keys, aggregates, condition, postprocess, names, source)
 
@@ -404,22 +405,3 @@ def _check_postprocess(post: exp.Select) -> None:
             raise refuse(
                 f"{label} is not supported in the select list, HAVING or ORDER BY of a query on private data"
             )
-
-
-def _output_name(item: exp.Expression) -> str:
-    """The column name PostgreSQL would give a select item."""
-    if isinstance(item, exp.Alias):
-        return item.alias
-    if isinstance(item, exp.Column):
-        return item.name
-    if isinstance(item, exp.WithinGroup):
-        return item.this.sql_name().lower()
-    if isinstance(item, exp.Count | exp.Sum | exp.Avg | exp.Median | exp.Min | exp.Max):
-        return item.sql_name().lower()
-    names = {exp.VariancePop: "var_pop", exp.Variance: "variance", exp.StddevPop: "stddev_pop"}
-    names |= {exp.Stddev: "stddev", exp.StddevSamp: "stddev_samp"}
-    if type(item) in names:
-        return names[type(item)]
-    if isinstance(item, exp.Func):
-        return item.sql_name().lower()
-    return "?column?"

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from proxy.analysis.checks import check_constant_expression, check_public_query
+from proxy.analysis.output_names import output_name
 from proxy.analysis.refusals import refuse
 from proxy.analysis.shape import QueryShape, query_shape, referenced_tables
 from proxy.config import DatasetPolicy
@@ -91,7 +92,7 @@ def classify(tree: exp.Expression, dataset: DatasetPolicy) -> Statement:
         return PrivateQuery(query_shape(tree, dataset))
     if isinstance(tree, exp.Select):
         check_constant_expression(tree)
-        return ConstantQuery(tree, tuple(_output_name(item) for item in tree.expressions))
+        return ConstantQuery(tree, tuple(output_name(item) for item in tree.expressions))
     raise UnsupportedQueryError(f"{tree.key.upper()} statements are not supported", hint="Veil is read-only")
 
 
@@ -139,22 +140,3 @@ def _command(tree: exp.Command) -> Statement:
     if verb == "SET" and [w.upper() for w in words[-3:-1]] == ["TIME", "ZONE"]:
         return SetStatement("TimeZone", words[-1].strip("'"))
     raise UnsupportedQueryError(f"{verb} statements are not supported")
-
-
-def _output_name(item: exp.Expression) -> str:
-    """The column name PostgreSQL would give an unaliased select item."""
-    if isinstance(item, exp.Alias):
-        return item.alias
-    names = {
-        exp.CurrentVersion: "version",
-        exp.CurrentUser: "current_user",
-        exp.CurrentDatabase: "current_database",
-        exp.CurrentSchema: "current_schema",
-    }
-    if type(item) in names:
-        return names[type(item)]
-    if isinstance(item, exp.Cast):
-        return item.to.sql(dialect="postgres").lower()
-    if isinstance(item, exp.Func):
-        return item.sql_name().lower()
-    return "?column?"
