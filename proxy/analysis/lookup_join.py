@@ -15,7 +15,7 @@ from types import MappingProxyType
 from sqlglot import exp
 
 from proxy.analysis.derived import DerivedSource
-from proxy.analysis.unit_join import JoinedTables, joined_name
+from proxy.analysis.unit_join import JoinedTables, joined_name, joined_rows
 from proxy.config import TablePolicy
 from proxy.errors import PolicyViolationError
 
@@ -78,19 +78,15 @@ def _check_join(
 
 
 def _select(first: exp.Table, select: exp.Select, tables: dict[str, TablePolicy]) -> exp.Select:
-    items = [
-        exp.column(column.name, table=alias).as_(joined_name(alias, column.name))
-        for alias, policy in tables.items()
-        for column in policy.columns.values()
-    ]
-    query = exp.select(*items).from_(exp.to_table(first.name).as_(first.alias_or_name.lower()))
-    for join in select.args.get("joins") or []:
-        table, condition = join.this, join.args["on"]
-        sides = [exp.column(side.name, table=side.table) for side in (condition.this, condition.expression)]
-        rebuilt = exp.Join(
-            this=exp.to_table(table.name).as_(table.alias_or_name.lower()),
-            on=exp.EQ(this=sides[0], expression=sides[1]),
-            side=join.args.get("side"),
-        )
-        query = query.join(rebuilt)
-    return query
+    return joined_rows(first, tables, [_rebuilt(join) for join in select.args.get("joins") or []])
+
+
+def _rebuilt(join: exp.Join) -> exp.Join:
+    """A fresh join from the checked parts only (table, key equality, side)."""
+    table, condition = join.this, join.args["on"]
+    sides = [exp.column(side.name, table=side.table) for side in (condition.this, condition.expression)]
+    return exp.Join(
+        this=exp.to_table(table.name).as_(table.alias_or_name.lower()),
+        on=exp.EQ(this=sides[0], expression=sides[1]),
+        side=join.args.get("side"),
+    )

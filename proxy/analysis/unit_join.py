@@ -90,17 +90,21 @@ def _check_join(join: exp.Join, earlier: list[str], alias: str, tables: dict[str
         raise refuse("the join condition must be one equality of the two tables' privacy units")
 
 
-def _join_select(select: exp.Select, first: exp.Table, tables: dict[str, TablePolicy]) -> exp.Select:
-    """``SELECT v.cost AS v__cost, … FROM visits AS v JOIN patients AS p ON …`` — the analyst's joins."""
+def joined_rows(first: exp.Table, tables: dict[str, TablePolicy], joins: list[exp.Join]) -> exp.Select:
+    """``SELECT v.cost AS v__cost, … FROM visits AS v JOIN …``: every column of every table, renamed."""
     items = [
         exp.column(column.name, table=alias).as_(joined_name(alias, column.name))
         for alias, policy in tables.items()
         for column in policy.columns.values()
     ]
     query = exp.select(*items).from_(exp.to_table(first.name).as_(first.alias_or_name.lower()))
-    for join in select.args.get("joins") or []:
-        query = query.join(_rebuilt(join))
+    for join in joins:
+        query = query.join(join)
     return query
+
+
+def _join_select(select: exp.Select, first: exp.Table, tables: dict[str, TablePolicy]) -> exp.Select:
+    return joined_rows(first, tables, [_rebuilt(join) for join in select.args.get("joins") or []])
 
 
 def _rebuilt(join: exp.Join) -> exp.Join:
