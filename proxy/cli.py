@@ -376,10 +376,25 @@ def budget_history(analyst_name: str, dataset: str | None, config_path: Path, as
 @click.option(
     "--delta", type=float, default=0.0, show_default=True, help="δ for GROUP BY keys taken from the data."
 )
+@click.option(
+    "--mechanism",
+    type=click.Choice(["laplace", "gaussian"]),
+    default="laplace",
+    show_default=True,
+    help="Noise for counts and sums (gaussian needs --delta), as SET veil.mechanism.",
+)
+@click.option("--other-row", is_flag=True, help='Price the "(other)" row too, as SET veil.other_row = on.')
 @json_option
 @friendly_errors
 def explain(
-    sql: str, config_path: Path, dataset: str, epsilon: float | None, delta: float, as_json: bool
+    sql: str,
+    config_path: Path,
+    dataset: str,
+    epsilon: float | None,
+    delta: float,
+    mechanism: str,
+    other_row: bool,
+    as_json: bool,
 ) -> None:
     """Show how Veil would answer SQL — engine query, mechanisms, price, error bounds — without spending.
 
@@ -399,7 +414,15 @@ def explain(
         )
     backend = open_backend(policy, environ=os.environ)
     try:
-        explanation = explain_query(policy, sql, backend=backend, epsilon=epsilon, delta=delta)
+        explanation = explain_query(
+            policy,
+            sql,
+            backend=backend,
+            epsilon=epsilon,
+            delta=delta,
+            gaussian=mechanism == "gaussian",
+            other_row=other_row,
+        )
     finally:
         backend.close()
     if as_json:

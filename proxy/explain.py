@@ -40,6 +40,8 @@ def explain_query(
     backend: Backend,
     epsilon: float | None = None,
     delta: float = 0.0,
+    gaussian: bool = False,
+    other_row: bool = False,
 ) -> Explanation:
     """``backend`` only evaluates GROUP BY key domains over VALUES lists; it reads no table."""
     trees = parse_statements(sql)
@@ -50,16 +52,21 @@ def explain_query(
         raise UnsupportedQueryError("only queries on private tables have a privacy cost to explain")
     shape = resolve_group_domains(statement.shape, execute=backend.execute, dialect=backend.dialect)
     plan, engine_sql = prepare_release(
-        shape, epsilon=checked_epsilon(dataset, epsilon), delta=delta, dialect=backend.dialect
+        shape,
+        epsilon=checked_epsilon(dataset, epsilon),
+        delta=delta,
+        dialect=backend.dialect,
+        gaussian=gaussian,
+        other_row=other_row,
     )
     cells = shape.cells
     measurements = tuple(
         MeasurementExplanation(
-            quantity=m.quantity.label,
+            quantity=m.quantity.label + (" (total, for the (other) row)" if m.total else ""),
             mechanism=m.mechanism,
             sensitivity=m.sensitivity,
             epsilon=m.epsilon,
-            noise_scale=m.sensitivity / m.epsilon,
+            noise_scale=m.gaussian_sigma() if m.gaussian else m.sensitivity / m.epsilon,
             error_bound_95=m.error_bound(cells=cells or 1),
         )
         for m in plan.measurements

@@ -315,3 +315,15 @@ def test_import_names_an_unknown_column(tmp_path: Path, demo: Demo) -> None:
     )  # fmt: skip
     assert_one_error_line(result, '"town"', "scores.csv")
     assert copy.config.read_bytes() == policy_before
+
+
+def test_explain_prices_gaussian_noise_and_the_other_row_without_spending(demo: Demo) -> None:
+    result = invoke(
+        "explain", "SELECT region, COUNT(*) FROM visits GROUP BY region", "--dataset", "demo",
+        "--config", str(demo.config), "--mechanism", "gaussian", "--delta", "1e-6", "--other-row", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    explanation = json.loads(result.stdout)
+    assert explanation["delta"] == 1e-6
+    assert [m["mechanism"] for m in explanation["measurements"]] == ["Gaussian on a 2^k grid"] * 2
+    assert explanation["measurements"][1]["quantity"].endswith("(total, for the (other) row)")
