@@ -362,17 +362,7 @@ def _bisect_sigma(delta_of: Callable[[float], float], delta: float, *, start: fl
     low = high
     while low > 1e-300 and delta_of(low) <= delta:
         low /= 2
-    for _ in range(200):
-        middle = (low + high) / 2
-        if not low < middle < high:
-            break
-        if delta_of(middle) <= delta:
-            high = middle
-        else:
-            low = middle
-        if high - low <= high * 2.0**-44:
-            break
-    return high
+    return _smallest_passing(lambda sigma: delta_of(sigma) <= delta, low, high, steps=200, relative=2.0**-44)
 
 
 def _bisect_epsilon(delta_of: Callable[[float], float], delta: float) -> float:
@@ -387,15 +377,23 @@ def _bisect_epsilon(delta_of: Callable[[float], float], delta: float) -> float:
                 "the noise is too small for any finite epsilon at this delta",
                 hint="use a larger sigma or a larger delta",
             )
-    low = 0.0
-    for _ in range(2100):
+    return _smallest_passing(lambda epsilon: delta_of(epsilon) <= delta, 0.0, high, steps=2100)
+
+
+def _smallest_passing(
+    passes: Callable[[float], bool], low: float, high: float, *, steps: int, relative: float = 0.0
+) -> float:
+    """Bisection that only ever returns a value it checked: ``high`` passes on entry and on exit."""
+    for _ in range(steps):
         middle = (low + high) / 2
         if not low < middle < high:
             break
-        if delta_of(middle) <= delta:
+        if passes(middle):
             high = middle
         else:
             low = middle
+        if high - low <= high * relative:
+            break
     return high
 
 
