@@ -1,99 +1,50 @@
 """The epsilon ledger: who may spend how much privacy loss on which dataset, and what they spent.
 
-One SQLite file (stdlib ``sqlite3``, no ORM) holds analysts (name and SCRAM verifier), grants and
-spends. The proxy calls :meth:`Ledger.reserve` *before* a query runs, :meth:`Ledger.commit` once the
-noisy answer has been released and :meth:`Ledger.cancel` when the query failed before any noisy value
-left the process (spec dp-mechanisms §6.2). Budget is fixed up front per (analyst, dataset), so a
-reservation that would take the analyst past the grant is refused before anything is computed —
-the opposite of recording a spend after the noise, with no cap.
+The proxy calls :meth:`Ledger.reserve` *before* a query runs, :meth:`Ledger.commit` once the noisy
+answer has been released and :meth:`Ledger.cancel` when the query failed before any noisy value left
+the process (spec dp-mechanisms §6.2). Budget is fixed up front per (analyst, dataset) — and
+optionally capped per dataset across all analysts, so that colluding analysts cannot together
+exceed it — and a reservation that would go past either is refused before anything is computed.
 
-Concurrency: every operation opens its own connection (so one ``Ledger`` may be shared by any number
-of threads, and any number of processes may open the same file), the file is in WAL mode with a
-busy timeout, and every check-and-debit runs inside one ``BEGIN IMMEDIATE`` transaction, which takes
-SQLite's single write lock before reading the balance; two reservations can therefore never both see
-the same remaining budget.
+The check and the debit are one transaction that holds the dataset's lock (budget/store.py): two
+reservations — from threads, processes or hosts sharing a PostgreSQL ledger — can never both see
+the same remaining budget. Balances come from running totals (budget/totals.py) kept in the same
+transactions, so a reservation reads a few rows however long the history is.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import sqlite3
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 from pathlib import Path
+from typing import Protocol
 
+from budget.amounts import ZERO, as_decimal, remaining
 from budget.errors import (
     AnalystExistsError,
     BudgetExhaustedError,
     InvalidBudgetError,
     InvalidNameError,
     InvalidVerifierError,
-    LedgerStoreError,
     UnknownAnalystError,
     UnknownReservationError,
 )
 from budget.loss import PrivacyLoss
-
-SCHEMA_VERSION = 1
-APPLICATION = "veil-ledger"
-BUSY_TIMEOUT_SECONDS = 30.0
+from budget.schema import check_version, ensure_schema
+from budget.store import LedgerStore, Transaction, open_store
+from budget.totals import Release, Totals
 
 _NAME = re.compile(r"[A-Za-z0-9_.\-]{1,63}")
 _SCRAM_VERIFIER = re.compile(r"SCRAM-SHA-256\$[1-9][0-9]*:[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+")
 _EXHAUSTED_HINT = "ask an administrator for more budget (veil budget grant) or lower veil.epsilon"
-_CREATE_HINT = "run `veil init-demo`, or set ledger.path in veil.toml to an existing ledger"
-
-# Grants and spends are append-only: triggers refuse deletes, and the only update a spend accepts is
-# its one state change out of 'reserved'. The amounts of a reservation can never be edited downwards.
-_SCHEMA: tuple[str, ...] = (
-    """CREATE TABLE schema_version (
-        application TEXT NOT NULL,
-        version INTEGER NOT NULL
-    )""",
-    """CREATE TABLE analysts (
-        name TEXT PRIMARY KEY,
-        verifier TEXT NOT NULL,
-        created_at TEXT NOT NULL
-    )""",
-    """CREATE TABLE grants (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        analyst TEXT NOT NULL,
-        dataset TEXT NOT NULL,
-        epsilon REAL NOT NULL CHECK (epsilon > 0),
-        delta REAL NOT NULL CHECK (delta >= 0 AND delta < 1),
-        created_at TEXT NOT NULL
-    )""",
-    "CREATE INDEX grants_by_pair ON grants (analyst, dataset)",
-    """CREATE TABLE spends (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        analyst TEXT NOT NULL,
-        dataset TEXT NOT NULL,
-        epsilon REAL NOT NULL CHECK (epsilon > 0),
-        delta REAL NOT NULL CHECK (delta >= 0 AND delta < 1),
-        statement TEXT NOT NULL,
-        state TEXT NOT NULL CHECK (state IN ('reserved', 'committed', 'cancelled')),
-        created_at TEXT NOT NULL,
-        updated_at TEXT NOT NULL
-    )""",
-    "CREATE INDEX spends_by_pair ON spends (analyst, dataset, state)",
-    """CREATE TRIGGER grants_no_update BEFORE UPDATE ON grants
-       BEGIN SELECT RAISE(ABORT, 'grants are append-only'); END""",
-    """CREATE TRIGGER grants_no_delete BEFORE DELETE ON grants
-       BEGIN SELECT RAISE(ABORT, 'grants are append-only'); END""",
-    """CREATE TRIGGER spends_no_delete BEFORE DELETE ON spends
-       BEGIN SELECT RAISE(ABORT, 'spends are append-only'); END""",
-    """CREATE TRIGGER spends_only_close BEFORE UPDATE ON spends
-       WHEN OLD.state <> 'reserved' OR NEW.state = 'reserved'
-         OR NEW.id IS NOT OLD.id OR NEW.analyst IS NOT OLD.analyst OR NEW.dataset IS NOT OLD.dataset
-         OR NEW.epsilon IS NOT OLD.epsilon OR NEW.delta IS NOT OLD.delta
-         OR NEW.statement IS NOT OLD.statement OR NEW.created_at IS NOT OLD.created_at
-       BEGIN SELECT RAISE(ABORT, 'only a reserved spend may change, and only its state'); END""",
-)
+ALL_ANALYSTS = ""  # the analyst of a dataset-wide totals row (no analyst may be named "")
+NO_PERIOD = ""  # the period of a grant that never renews
+RENEWALS = ("day", "week", "month")
 
 
 class SpendState(StrEnum):
@@ -107,6 +58,15 @@ class SpendState(StrEnum):
 _COUNTING_STATES = (SpendState.RESERVED.value, SpendState.COMMITTED.value)
 
 
+class Accountant(Protocol):
+    """Turns the running totals of a set of releases into one (ε, δ) (budget/accountants.py).
+    Without one, the ledger composes sequentially in exact decimals."""
+
+    name: str
+
+    def spent(self, totals: Totals, *, grant: PrivacyLoss) -> PrivacyLoss: ...
+
+
 @dataclass(frozen=True)
 class Analyst:
     """A principal that may be granted budget. Its verifier is deliberately not part of it."""
@@ -117,11 +77,9 @@ class Analyst:
 
 @dataclass(frozen=True)
 class Balance:
-    """Granted, spent and remaining privacy loss of one analyst on one dataset.
-
-    ``spent`` counts reserved and committed spends. ``remaining`` is never negative, and a
-    reservation of exactly ``(remaining_epsilon, remaining_delta)`` is always accepted.
-    """
+    """Granted, spent and remaining privacy loss of one analyst on one dataset (in the current
+    period when the grant renews). ``spent`` counts reserved and committed spends, composed by
+    ``accountant``; ``remaining`` is never negative."""
 
     analyst: str
     dataset: str
@@ -131,6 +89,22 @@ class Balance:
     granted_delta: float
     spent_delta: float
     remaining_delta: float
+    accountant: str = "basic"
+    renewal: str | None = None  # "day", "week", "month", or None: the grant never renews
+    period_start: date | None = None
+    releases: int = 0
+
+
+@dataclass(frozen=True)
+class DatasetCap:
+    """What all analysts together may spend on a dataset, and have spent (never renews)."""
+
+    dataset: str
+    cap_epsilon: float | None  # None: no cap
+    cap_delta: float | None
+    spent_epsilon: float
+    spent_delta: float
+    accountant: str = "basic"
 
 
 @dataclass(frozen=True)
@@ -146,84 +120,115 @@ class Spend:
     state: SpendState
     created_at: datetime
     updated_at: datetime
+    rho: float | None = None
+    period: str = NO_PERIOD
 
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+@dataclass(frozen=True)
+class _Grant:
+    """The sum of a pair's grant and revoke rows, and its renewal (the latest grant's)."""
+
+    epsilon: Decimal
+    delta: Decimal
+    renewal: str | None
+
+    @property
+    def loss(self) -> PrivacyLoss:
+        return PrivacyLoss(float(self.epsilon), _below_one(self.delta))
+
+
 class Ledger:
-    """The epsilon ledger of the proxy, stored in one SQLite file.
+    """The epsilon ledger, in an SQLite file or a PostgreSQL database (budget/store.py).
 
     A spend is a row of the append-only ``spends`` table and is in exactly one state:
 
     * ``reserved`` — :meth:`reserve` found room for it and debited it; the query may run. It
-      **counts as spent**: if the proxy crashes between reserve and commit, the noisy answer may
+      **counts as spent**: if the proxy dies between reserve and commit, the noisy answer may
       have left the process, so the ledger fails closed and keeps the charge.
     * ``committed`` — :meth:`commit`: the answer was released. Counts as spent, forever.
     * ``cancelled`` — :meth:`cancel`: the query failed before any noisy value was released, so
       the loss no longer counts.
 
     Only ``reserved -> committed`` and ``reserved -> cancelled`` exist; anything else raises
-    :class:`UnknownReservationError` (and triggers in the file refuse it too).
+    :class:`UnknownReservationError` (and triggers in the store refuse it too).
 
-    Arithmetic: ``granted`` is the ``math.fsum`` of the grant rows and ``spent`` the ``fsum`` of the
-    reserved and committed rows, each correctly rounded once. A reservation of ``loss`` is accepted
-    iff ``fsum(spent rows + [loss]) <= fsum(grant rows)`` for epsilon *and* for delta — no
-    tolerance. The amounts handed to :meth:`reserve` are already rounded up by composition
-    (:func:`budget.loss.compose_sequential`), so floating point can only overcharge the analyst.
+    Arithmetic: under basic composition a reservation is accepted iff the exact decimal sums of the
+    counting spends plus the new one stay within the grant's, for ε *and* δ — no tolerance, so a
+    grant of 0.3 pays for three queries of 0.1. Another accountant is asked for the composed loss
+    of the totals; a reservation that fits under basic composition always fits.
 
-    Removing an analyst deletes their credentials but not their grants or spends; an analyst
-    re-added under the same name therefore inherits the same balances (spending is never forgotten).
+    Renewal: a grant made with ``renewal="month"`` (or day, week) grants its amount per calendar
+    period (UTC); spends count against the period in which they were reserved. Removing an
+    analyst deletes their credentials but not their grants or spends; an analyst re-added under the
+    same name inherits the same balances (spending is never forgotten).
 
     ``clock`` is a seam for tests; it should return aware datetimes (naive ones are taken as UTC).
     """
 
-    def __init__(self, path: Path, *, clock: Callable[[], datetime] = _utc_now) -> None:
-        self._path = Path(path)
-        self._uri = f"{self._path.resolve().as_uri()}?mode=rw"
+    def __init__(self, store: LedgerStore, *, clock: Callable[[], datetime] = _utc_now) -> None:
+        self._store = store
         self._clock = clock
-        self._check_store()
+        with store.transaction(write=False) as transaction:
+            check_version(store, transaction)
 
     @classmethod
-    def create(cls, path: Path, *, clock: Callable[[], datetime] = _utc_now) -> Ledger:
-        """Create a ledger at ``path``, or open the one already there (idempotent)."""
-        path = Path(path)
-        try:
-            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise _store_error(path, exc) from exc
-        try:
-            _make_schema(conn, path)
-        except sqlite3.DatabaseError as exc:
-            raise _store_error(path, exc) from exc
-        finally:
-            conn.close()
-        return cls(path, clock=clock)
+    def create(cls, location: str | Path, *, clock: Callable[[], datetime] = _utc_now) -> Ledger:
+        """Create a ledger at ``location`` (a file path or a PostgreSQL DSN), or open and upgrade
+        the one already there (idempotent)."""
+        store = open_store(location, create=True)
+        if ensure_schema(store):
+            ledger = cls(store, clock=clock)
+            ledger.rebuild_totals()
+            return ledger
+        return cls(store, clock=clock)
 
     @classmethod
-    def open(cls, path: Path, *, clock: Callable[[], datetime] = _utc_now) -> Ledger:
-        """Open an existing ledger; unlike :meth:`create` it never makes a file."""
-        return cls(path, clock=clock)
+    def open(cls, location: str | Path, *, clock: Callable[[], datetime] = _utc_now) -> Ledger:
+        """Open an existing ledger; unlike :meth:`create` it never makes a file or tables (but it
+        upgrades an older ledger in place)."""
+        store = open_store(location)
+        with store.transaction(write=False) as transaction:
+            outdated = check_version(store, transaction) < 2
+        return cls.create(location, clock=clock) if outdated else cls(store, clock=clock)
 
     @property
     def path(self) -> Path:
-        return self._path
+        """The SQLite file (for tools that look behind the ledger's back)."""
+        return Path(self._store.location)
+
+    @property
+    def location(self) -> str:
+        return self._store.location
+
+    @property
+    def store(self) -> LedgerStore:
+        return self._store
+
+    def close(self) -> None:
+        self._store.close()
+
+    def now(self) -> datetime:
+        now = self._clock()
+        return now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
 
     # -- analysts -------------------------------------------------------------------------------
 
     def add_analyst(self, name: str, verifier: str) -> Analyst:
         """Add an analyst with a SCRAM-SHA-256 verifier (never a plaintext password)."""
-        _check_name(name, "analyst")
+        check_name(name, "analyst")
         _check_verifier(verifier)
-        created_at = self._now()
-        with self._transaction(write=True) as conn:
-            if _analyst_exists(conn, name):
+        created_at = self.now()
+        with self._store.transaction(write=True) as tx:
+            if _analyst_exists(tx, name):
                 raise AnalystExistsError(
                     f'analyst "{name}" already exists',
                     hint=f"choose another name, or run `veil analyst remove {name}` first",
                 )
-            conn.execute(
+            tx.execute(
                 "INSERT INTO analysts (name, verifier, created_at) VALUES (?, ?, ?)",
                 (name, verifier, created_at.isoformat()),
             )
@@ -231,272 +236,418 @@ class Ledger:
 
     def remove_analyst(self, name: str) -> None:
         """Remove an analyst's credentials; their grants and spends stay on record."""
-        with self._transaction(write=True) as conn:
-            _require_analyst(conn, name)
-            conn.execute("DELETE FROM analysts WHERE name = ?", (name,))
+        with self._store.transaction(write=True) as tx:
+            require_analyst(tx, name)
+            tx.execute("DELETE FROM analysts WHERE name = ?", (name,))
 
     def set_verifier(self, name: str, verifier: str) -> None:
         """Replace an analyst's SCRAM verifier (a password change)."""
         _check_verifier(verifier)
-        with self._transaction(write=True) as conn:
-            _require_analyst(conn, name)
-            conn.execute("UPDATE analysts SET verifier = ? WHERE name = ?", (verifier, name))
+        with self._store.transaction(write=True) as tx:
+            require_analyst(tx, name)
+            tx.execute("UPDATE analysts SET verifier = ? WHERE name = ?", (verifier, name))
 
     def verifier(self, name: str) -> str | None:
-        """The stored SCRAM verifier, or None for an unknown analyst.
-
-        None rather than an error so that authentication can run a dummy exchange and fail the
-        same way for unknown analysts as for wrong passwords.
-        """
-        with self._transaction(write=False) as conn:
-            row = conn.execute("SELECT verifier FROM analysts WHERE name = ?", (name,)).fetchone()
-        return None if row is None else str(row[0])
+        """The stored SCRAM verifier, or None for an unknown analyst — so that authentication can run
+        a dummy exchange and fail the same way for unknown analysts as for wrong passwords."""
+        with self._store.transaction(write=False) as tx:
+            rows = tx.execute("SELECT verifier FROM analysts WHERE name = ?", (name,))
+        return str(rows[0][0]) if rows else None
 
     def list_analysts(self) -> list[Analyst]:
         """All current analysts, ordered by name."""
-        with self._transaction(write=False) as conn:
-            rows = conn.execute("SELECT name, created_at FROM analysts ORDER BY name").fetchall()
+        with self._store.transaction(write=False) as tx:
+            rows = tx.execute("SELECT name, created_at FROM analysts ORDER BY name")
         return [Analyst(name, datetime.fromisoformat(created)) for name, created in rows]
 
-    # -- grants and balances --------------------------------------------------------------------
+    # -- grants, caps and balances --------------------------------------------------------------
 
-    def grant(self, analyst: str, dataset: str, loss: PrivacyLoss) -> Balance:
-        """Add ``loss`` to what ``analyst`` may spend on ``dataset``; returns the new balance."""
-        _check_name(dataset, "dataset")
+    def grant(
+        self,
+        analyst: str,
+        dataset: str,
+        loss: PrivacyLoss,
+        *,
+        renewal: str | None = None,
+        accountant: Accountant | None = None,
+    ) -> Balance:
+        """Add ``loss`` to what ``analyst`` may spend on ``dataset`` (per period with ``renewal``)."""
+        check_name(dataset, "dataset")
         if not loss.epsilon > 0:
             raise InvalidBudgetError(
                 f"a grant needs epsilon > 0, got {loss.epsilon!r}", hint="pass a positive epsilon"
             )
-        with self._transaction(write=True) as conn:
-            _require_analyst(conn, analyst)
-            conn.execute(
-                "INSERT INTO grants (analyst, dataset, epsilon, delta, created_at) VALUES (?, ?, ?, ?, ?)",
-                (analyst, dataset, loss.epsilon, loss.delta, self._now().isoformat()),
+        if renewal is not None and renewal not in RENEWALS:
+            raise InvalidBudgetError(
+                f"unknown renewal period {renewal!r}", hint=f"use one of {', '.join(RENEWALS)}, or none"
             )
-            return _Account.read(conn, analyst, dataset).balance()
+        with self._store.transaction(write=True) as tx:
+            require_analyst(tx, analyst)
+            self._lock_dataset(tx, dataset)
+            self._insert_grant(tx, analyst, dataset, "grant", loss, renewal)
+            return self._balance(tx, analyst, dataset, accountant)
 
-    def balance(self, analyst: str, dataset: str) -> Balance:
+    def revoke(
+        self,
+        analyst: str,
+        dataset: str,
+        loss: PrivacyLoss | None = None,
+        *,
+        accountant: Accountant | None = None,
+    ) -> Balance:
+        """Take back ``loss`` from a grant — or, with None, everything not yet spent. What was spent
+        stays spent; a grant cannot go below it."""
+        with self._store.transaction(write=True) as tx:
+            require_analyst(tx, analyst)
+            self._lock_dataset(tx, dataset)
+            balance = self._balance(tx, analyst, dataset, accountant)
+            epsilon = (
+                balance.remaining_epsilon if loss is None else min(loss.epsilon, balance.remaining_epsilon)
+            )
+            delta = balance.remaining_delta if loss is None else min(loss.delta, balance.remaining_delta)
+            if epsilon > 0 or delta > 0:
+                self._insert_grant(tx, analyst, dataset, "revoke", PrivacyLoss(epsilon, delta), None)
+            return self._balance(tx, analyst, dataset, accountant)
+
+    def set_cap(self, dataset: str, loss: PrivacyLoss | None) -> None:
+        """Cap what all analysts together may spend on ``dataset`` (None removes the cap). A cap
+        below what was already spent simply refuses every further reservation."""
+        check_name(dataset, "dataset")
+        if loss is not None and not loss.epsilon > 0:
+            raise InvalidBudgetError(f"a cap needs epsilon > 0, got {loss.epsilon!r}")
+        with self._store.transaction(write=True) as tx:
+            self._lock_dataset(tx, dataset)
+            tx.execute(
+                "INSERT INTO caps (dataset, epsilon, delta, created_at) VALUES (?, ?, ?, ?)",
+                (dataset, *((loss.epsilon, loss.delta) if loss else (None, None)), self.now().isoformat()),
+            )
+
+    def cap(self, dataset: str, *, accountant: Accountant | None = None) -> DatasetCap:
+        with self._store.transaction(write=False) as tx:
+            cap = _cap(tx, dataset)
+            spent = _spent(_read_totals(tx, ALL_ANALYSTS, dataset, NO_PERIOD), cap, accountant)
+        return DatasetCap(
+            dataset,
+            cap_epsilon=None if cap is None else cap.epsilon,
+            cap_delta=None if cap is None else cap.delta,
+            spent_epsilon=spent.epsilon,
+            spent_delta=spent.delta,
+            accountant=_name(accountant),
+        )
+
+    def caps(self, *, accountant: Accountant | None = None) -> list[DatasetCap]:
+        with self._store.transaction(write=False) as tx:
+            datasets = [row[0] for row in tx.execute("SELECT DISTINCT dataset FROM caps ORDER BY dataset")]
+        return [self.cap(dataset, accountant=accountant) for dataset in datasets]
+
+    def balance(self, analyst: str, dataset: str, *, accountant: Accountant | None = None) -> Balance:
         """The balance of one analyst on one dataset (all zero when nothing was granted)."""
-        with self._transaction(write=False) as conn:
-            _require_analyst(conn, analyst)
-            return _Account.read(conn, analyst, dataset).balance()
+        with self._store.transaction(write=False) as tx:
+            require_analyst(tx, analyst)
+            return self._balance(tx, analyst, dataset, accountant)
 
-    def balances(self, analyst: str | None = None) -> list[Balance]:
-        """Balances of every (analyst, dataset) pair with a grant, or of one analyst's pairs."""
-        with self._transaction(write=False) as conn:
+    def balances(
+        self, analyst: str | None = None, *, accountant: Callable[[str], Accountant | None] | None = None
+    ) -> list[Balance]:
+        """Balances of every (analyst, dataset) pair with a grant, or of one analyst's pairs.
+        ``accountant`` names each dataset's accountant (the policy's choice)."""
+        with self._store.transaction(write=False) as tx:
             if analyst is not None:
-                _require_analyst(conn, analyst)
-            pairs = conn.execute(
+                require_analyst(tx, analyst)
+            pairs = tx.execute(
                 "SELECT DISTINCT g.analyst, g.dataset FROM grants g JOIN analysts a ON a.name = g.analyst"
                 " WHERE ? IS NULL OR g.analyst = ? ORDER BY g.analyst, g.dataset",
                 (analyst, analyst),
-            ).fetchall()
-            return [_Account.read(conn, name, dataset).balance() for name, dataset in pairs]
+            )
+            return [
+                self._balance(tx, name, dataset, accountant(dataset) if accountant else None)
+                for name, dataset in pairs
+            ]
 
     # -- spending ------------------------------------------------------------------------------
 
-    def reserve(self, analyst: str, dataset: str, loss: PrivacyLoss, *, statement: str) -> int:
-        """Debit ``loss`` before a query runs; returns the reservation id.
-
-        Check and debit are one ``BEGIN IMMEDIATE`` transaction, so concurrent reservations —
-        from threads or processes — are serialised and can never overspend.
-        """
-        _check_name(dataset, "dataset")
-        if not loss.epsilon > 0:
-            raise InvalidBudgetError(
-                f"a reservation needs epsilon > 0, got {loss.epsilon!r}",
-                hint="a release that costs nothing needs no reservation",
+    def reserve(
+        self,
+        analyst: str,
+        dataset: str,
+        cost: PrivacyLoss | Release,
+        *,
+        statement: str,
+        accountant: Accountant | None = None,
+    ) -> int:
+        """Debit ``cost`` before a query runs; returns the reservation id. Refused, spending
+        nothing, if it would take the analyst past the grant or the dataset past its cap."""
+        check_name(dataset, "dataset")
+        release = cost if isinstance(cost, Release) else Release(cost.epsilon, cost.delta)
+        now = self.now()
+        with self._store.transaction(write=True) as tx:
+            require_analyst(tx, analyst)
+            dataset_totals = self._lock_dataset(tx, dataset)
+            grant = _grant(tx, analyst, dataset)
+            period = period_start(grant.renewal, now)
+            account = _read_totals(tx, analyst, dataset, period)
+            if not _fits(account.plus(release), grant.loss, accountant):
+                raise _exhausted(self._balance(tx, analyst, dataset, accountant), release.loss)
+            cap = _cap(tx, dataset)
+            if cap is not None and not _fits(dataset_totals.plus(release), cap, accountant):
+                raise _capped(dataset, cap, release.loss)
+            rows = tx.execute(
+                "INSERT INTO spends (analyst, dataset, period, epsilon, delta, rho, statement, state,"
+                " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                (
+                    analyst,
+                    dataset,
+                    period,
+                    release.epsilon,
+                    release.delta,
+                    release.rho,
+                    statement,
+                    SpendState.RESERVED.value,
+                    now.isoformat(),
+                    now.isoformat(),
+                ),
             )
-        now = self._now().isoformat()
-        with self._transaction(write=True) as conn:
-            _require_analyst(conn, analyst)
-            account = _Account.read(conn, analyst, dataset)
-            if not account.affords(loss):
-                raise _exhausted(account.balance(), loss)
-            cursor = conn.execute(
-                "INSERT INTO spends (analyst, dataset, epsilon, delta, statement, state, created_at,"
-                " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (analyst, dataset, loss.epsilon, loss.delta, statement, SpendState.RESERVED.value, now, now),
-            )
-            reservation_id = cursor.lastrowid
-        assert reservation_id is not None  # an INSERT into a rowid table always sets it
-        return reservation_id
+            _write_totals(tx, analyst, dataset, period, account.plus(release))
+            _write_totals(tx, ALL_ANALYSTS, dataset, NO_PERIOD, dataset_totals.plus(release))
+        return int(rows[0][0])
 
     def commit(self, reservation_id: int) -> None:
         """Mark a reservation committed: its answer was released and the loss is final."""
-        self._close(reservation_id, SpendState.COMMITTED)
+        with self._store.transaction(write=True, durable=False) as tx:
+            self._close(tx, reservation_id, SpendState.COMMITTED)
 
     def cancel(self, reservation_id: int) -> None:
         """Mark a reservation cancelled: nothing was released, so its loss stops counting."""
-        self._close(reservation_id, SpendState.CANCELLED)
+        with self._store.transaction(write=True, durable=False) as tx:
+            spend = self._close(tx, reservation_id, SpendState.CANCELLED, lock=True)
+            release = Release(spend.epsilon, spend.delta, spend.rho)
+            account = _read_totals(tx, spend.analyst, spend.dataset, spend.period)
+            dataset_totals = _read_totals(tx, ALL_ANALYSTS, spend.dataset, NO_PERIOD)
+            _write_totals(tx, spend.analyst, spend.dataset, spend.period, account.minus(release))
+            _write_totals(tx, ALL_ANALYSTS, spend.dataset, NO_PERIOD, dataset_totals.minus(release))
 
     def history(self, analyst: str, dataset: str | None = None) -> list[Spend]:
         """An analyst's spends in every state, oldest first (by id)."""
-        with self._transaction(write=False) as conn:
-            _require_analyst(conn, analyst)
-            rows = conn.execute(
-                "SELECT id, analyst, dataset, epsilon, delta, statement, state, created_at, updated_at"
-                " FROM spends WHERE analyst = ? AND (? IS NULL OR dataset = ?) ORDER BY id",
+        with self._store.transaction(write=False) as tx:
+            require_analyst(tx, analyst)
+            rows = tx.execute(
+                f"SELECT {_SPEND_COLUMNS} FROM spends WHERE analyst = ? AND (? IS NULL OR dataset = ?) ORDER BY id",
                 (analyst, dataset, dataset),
-            ).fetchall()
+            )
         return [_spend(row) for row in rows]
+
+    # -- consistency ---------------------------------------------------------------------------
+
+    def verify(self) -> list[str]:
+        """Recompute every running total from the spends; describe each row that disagrees (an
+        empty list means the ledger is consistent)."""
+        with self._store.transaction(write=False) as tx:
+            expected = _totals_from_spends(tx)
+            stored = {
+                (row[0], row[1], row[2]): _totals(row[3:])
+                for row in tx.execute(f"SELECT analyst, dataset, period, {_TOTALS_COLUMNS} FROM totals")
+            }
+        problems = []
+        for key in sorted(set(expected) | set(stored)):
+            want, have = expected.get(key, Totals()), stored.get(key, Totals())
+            if (want.releases, want.epsilon, want.delta) != (have.releases, have.epsilon, have.delta):
+                problems.append(f"totals of {key}: stored {have}, spends say {want}")
+        return problems
+
+    def rebuild_totals(self) -> None:
+        """Recompute the running totals from the spends (after an upgrade from version 1)."""
+        with self._store.transaction(write=True) as tx:
+            tx.execute("DELETE FROM totals")
+            for (analyst, dataset, period), totals in _totals_from_spends(tx).items():
+                _write_totals(tx, analyst, dataset, period, totals)
 
     # -- plumbing ------------------------------------------------------------------------------
 
-    def _close(self, reservation_id: int, state: SpendState) -> None:
-        with self._transaction(write=True, durable=False) as conn:
-            row = conn.execute("SELECT state FROM spends WHERE id = ?", (reservation_id,)).fetchone()
-            if row is None or row[0] != SpendState.RESERVED:
-                raise _not_open(reservation_id, None if row is None else str(row[0]))
-            conn.execute(
-                "UPDATE spends SET state = ?, updated_at = ? WHERE id = ?",
-                (state.value, self._now().isoformat(), reservation_id),
-            )
+    def _lock_dataset(self, tx: Transaction, dataset: str) -> Totals:
+        """Every transaction that changes a dataset's balances takes this row's lock first."""
+        tx.execute(
+            f"INSERT INTO totals (analyst, dataset, period, {_TOTALS_COLUMNS})"
+            " VALUES (?, ?, ?, 0, '0', '0', 0, 0, 0, '0') ON CONFLICT DO NOTHING",
+            (ALL_ANALYSTS, dataset, NO_PERIOD),
+        )
+        rows = tx.execute(
+            f"SELECT {_TOTALS_COLUMNS} FROM totals WHERE analyst = ? AND dataset = ? AND period = ?"
+            + self._store.lock_suffix,
+            (ALL_ANALYSTS, dataset, NO_PERIOD),
+        )
+        return _totals(rows[0])
 
-    def _now(self) -> datetime:
-        now = self._clock()
-        return now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
-
-    def _check_store(self) -> None:
-        """Fail at open, with a message saying what to do, rather than at the first query."""
-        if not self._path.is_file():
-            raise LedgerStoreError(f"no ledger at {self._path}; {_CREATE_HINT}", hint=_CREATE_HINT)
-        with self._transaction(write=False) as conn:
-            _check_version(conn, self._path)
-
-    @contextmanager
-    def _transaction(self, *, write: bool, durable: bool = True) -> Iterator[sqlite3.Connection]:
-        """One connection and one transaction; writers take the write lock before reading.
-
-        ``durable=False`` skips the fsync at commit (WAL, synchronous = NORMAL): the write survives a
-        crash of Veil but may be lost with the machine's power. Only state changes that are safe to
-        lose use it — a lost commit or cancel leaves a reservation, which still counts as spent."""
-        try:
-            conn = sqlite3.connect(self._uri, uri=True, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise _store_error(self._path, exc) from exc
-        try:
-            if not durable:
-                conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            try:
-                yield conn
-            except BaseException:
-                conn.rollback()
-                raise
-            conn.execute("COMMIT")
-        except sqlite3.DatabaseError as exc:
-            raise _store_error(self._path, exc) from exc
-        finally:
-            conn.close()
-
-
-@dataclass(frozen=True)
-class _Account:
-    """The counting grant and spend amounts of one (analyst, dataset), read in one transaction."""
-
-    analyst: str
-    dataset: str
-    grants: tuple[tuple[float, float], ...]
-    spends: tuple[tuple[float, float], ...]
-
-    @classmethod
-    def read(cls, conn: sqlite3.Connection, analyst: str, dataset: str) -> _Account:
-        grants = conn.execute(
-            "SELECT epsilon, delta FROM grants WHERE analyst = ? AND dataset = ?", (analyst, dataset)
-        ).fetchall()
-        spends = conn.execute(
-            "SELECT epsilon, delta FROM spends WHERE analyst = ? AND dataset = ? AND state IN (?, ?)",
-            (analyst, dataset, *_COUNTING_STATES),
-        ).fetchall()
-        return cls(analyst, dataset, tuple(grants), tuple(spends))
-
-    def affords(self, loss: PrivacyLoss) -> bool:
-        return _fits(self._column(0), self._column(0, spent=True), loss.epsilon) and _fits(
-            self._column(1), self._column(1, spent=True), loss.delta
+    def _insert_grant(
+        self, tx: Transaction, analyst: str, dataset: str, kind: str, loss: PrivacyLoss, renewal: str | None
+    ) -> None:
+        tx.execute(
+            "INSERT INTO grants (analyst, dataset, kind, epsilon, delta, renewal, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (analyst, dataset, kind, loss.epsilon, loss.delta, renewal, self.now().isoformat()),
         )
 
-    def balance(self) -> Balance:
-        granted_eps, spent_eps = self._column(0), self._column(0, spent=True)
-        granted_delta, spent_delta = self._column(1), self._column(1, spent=True)
+    def _balance(self, tx: Transaction, analyst: str, dataset: str, accountant: Accountant | None) -> Balance:
+        grant = _grant(tx, analyst, dataset)
+        period = period_start(grant.renewal, self.now())
+        totals = _read_totals(tx, analyst, dataset, period)
+        spent = _spent(totals, grant.loss, accountant)
+        if accountant is None:
+            left = (remaining(grant.epsilon, totals.epsilon), remaining(grant.delta, totals.delta))
+        else:
+            left = (max(0.0, grant.loss.epsilon - spent.epsilon), max(0.0, grant.loss.delta - spent.delta))
         return Balance(
-            analyst=self.analyst,
-            dataset=self.dataset,
-            granted_epsilon=math.fsum(granted_eps),
-            spent_epsilon=math.fsum(spent_eps),
-            remaining_epsilon=_remaining(granted_eps, spent_eps),
-            granted_delta=math.fsum(granted_delta),
-            spent_delta=math.fsum(spent_delta),
-            remaining_delta=_remaining(granted_delta, spent_delta),
+            analyst=analyst,
+            dataset=dataset,
+            granted_epsilon=float(grant.epsilon),
+            spent_epsilon=spent.epsilon,
+            remaining_epsilon=left[0],
+            granted_delta=float(grant.delta),
+            spent_delta=spent.delta,
+            remaining_delta=left[1],
+            accountant=_name(accountant),
+            renewal=grant.renewal,
+            period_start=date.fromisoformat(period) if period else None,
+            releases=totals.releases,
         )
 
-    def _column(self, index: int, *, spent: bool = False) -> list[float]:
-        return [float(row[index]) for row in (self.spends if spent else self.grants)]
-
-
-def as_decimal(amount: float) -> Decimal:
-    """The decimal a person typed: a float read back through its shortest repr (0.1 → 0.1).
-
-    Budgets are accounted in exact decimal arithmetic on these values, so a grant of 0.3 pays for
-    exactly three queries of 0.1 — binary float sums would refuse the third. Mechanisms calibrate
-    their noise to shares whose exact sum is at most this decimal, so the charge is never too low.
-    """
-    return Decimal(repr(float(amount)))
-
-
-def _total(amounts: Sequence[float]) -> Decimal:
-    return sum((as_decimal(amount) for amount in amounts), Decimal(0))
-
-
-def _fits(granted: Sequence[float], spent: Sequence[float], asked: float) -> bool:
-    """The one budget comparison: exact decimal sums, no tolerance."""
-    return _total([*spent, asked]) <= _total(granted)
-
-
-def _remaining(granted: Sequence[float], spent: Sequence[float]) -> float:
-    """granted - spent, stepped down until a reservation of exactly that much is accepted."""
-    remaining = float(max(Decimal(0), _total(granted) - _total(spent)))
-    while remaining > 0 and not _fits(granted, spent, remaining):
-        remaining = math.nextafter(remaining, 0.0)
-    return remaining
-
-
-def _make_schema(conn: sqlite3.Connection, path: Path) -> None:
-    """Create the tables in an empty database; leave a Veil ledger alone; refuse anything else."""
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("BEGIN IMMEDIATE")
-    tables = _tables(conn)
-    if "schema_version" in tables:
-        conn.execute("COMMIT")
-        return
-    if tables:
-        conn.rollback()
-        raise _not_a_ledger(path, "it already holds other tables")
-    for statement in _SCHEMA:
-        conn.execute(statement)
-    conn.execute("INSERT INTO schema_version VALUES (?, ?)", (APPLICATION, SCHEMA_VERSION))
-    conn.execute("COMMIT")
-
-
-def _tables(conn: sqlite3.Connection) -> set[str]:
-    rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-    return {str(row[0]) for row in rows}
-
-
-def _check_version(conn: sqlite3.Connection, path: Path) -> None:
-    if not _tables(conn) >= {"schema_version", "analysts", "grants", "spends"}:
-        raise _not_a_ledger(path, "it lacks Veil's tables")
-    row = conn.execute("SELECT application, version FROM schema_version").fetchone()
-    if row is None or row[0] != APPLICATION:
-        raise _not_a_ledger(path, "its schema_version table is not Veil's")
-    if row[1] > SCHEMA_VERSION:
-        raise LedgerStoreError(
-            f"the ledger at {path} has schema version {row[1]}; this Veil reads up to {SCHEMA_VERSION}",
-            hint="upgrade Veil",
+    def _close(self, tx: Transaction, reservation_id: int, state: SpendState, *, lock: bool = False) -> Spend:
+        rows = tx.execute(f"SELECT {_SPEND_COLUMNS} FROM spends WHERE id = ?", (reservation_id,))
+        if not rows or rows[0][6] != SpendState.RESERVED:
+            raise _not_open(reservation_id, str(rows[0][6]) if rows else None)
+        spend = _spend(rows[0])
+        if lock:
+            self._lock_dataset(tx, spend.dataset)
+        tx.execute(
+            "UPDATE spends SET state = ?, updated_at = ? WHERE id = ?",
+            (state.value, self.now().isoformat(), reservation_id),
         )
+        return spend
 
 
-def _check_name(name: str, kind: str) -> None:
+_TOTALS_COLUMNS = "releases, epsilon, delta, epsilon_squares, epsilon_expm1, rho, zcdp_delta"
+_SPEND_COLUMNS = "id, analyst, dataset, epsilon, delta, statement, state, created_at, updated_at, rho, period"
+
+
+def period_start(renewal: str | None, now: datetime) -> str:
+    """The first day (UTC) of the period ``now`` falls in, as ISO text; "" when nothing renews."""
+    day = now.astimezone(UTC).date()
+    match renewal:
+        case None:
+            return NO_PERIOD
+        case "day":
+            return day.isoformat()
+        case "week":
+            return (day - timedelta(days=day.weekday())).isoformat()
+        case _:
+            return day.replace(day=1).isoformat()
+
+
+def _fits(after: Totals, limit: PrivacyLoss, accountant: Accountant | None) -> bool:
+    """Exact decimal comparison under basic composition; the accountant's bound otherwise (which
+    may only be tighter: basic composition is always a valid bound)."""
+    if after.epsilon <= as_decimal(limit.epsilon) and after.delta <= as_decimal(limit.delta):
+        return True
+    if accountant is None:
+        return False
+    composed = accountant.spent(after, grant=limit)
+    return composed.epsilon <= limit.epsilon and composed.delta <= limit.delta
+
+
+def _spent(totals: Totals, grant: PrivacyLoss | None, accountant: Accountant | None) -> PrivacyLoss:
+    if accountant is None or grant is None:
+        return PrivacyLoss(float(totals.epsilon), _below_one(totals.delta))
+    return accountant.spent(totals, grant=grant)
+
+
+def _below_one(delta: Decimal) -> float:
+    """δ sums can reach 1 on paper (several grants); PrivacyLoss holds δ < 1, and so does any use."""
+    return min(float(delta), math.nextafter(1.0, 0.0))
+
+
+def _name(accountant: Accountant | None) -> str:
+    return "basic" if accountant is None else accountant.name
+
+
+def _grant(tx: Transaction, analyst: str, dataset: str) -> _Grant:
+    rows = tx.execute(
+        "SELECT kind, epsilon, delta, renewal FROM grants WHERE analyst = ? AND dataset = ? ORDER BY id",
+        (analyst, dataset),
+    )
+    epsilon, delta, renewal = ZERO, ZERO, None
+    for kind, row_epsilon, row_delta, row_renewal in rows:
+        sign = 1 if kind == "grant" else -1
+        epsilon += sign * as_decimal(row_epsilon)
+        delta += sign * as_decimal(row_delta)
+        if kind == "grant":
+            renewal = row_renewal
+    return _Grant(max(epsilon, ZERO), max(delta, ZERO), renewal)
+
+
+def _cap(tx: Transaction, dataset: str) -> PrivacyLoss | None:
+    rows = tx.execute(
+        "SELECT epsilon, delta FROM caps WHERE dataset = ? ORDER BY id DESC LIMIT 1", (dataset,)
+    )
+    if not rows or rows[0][0] is None:
+        return None
+    return PrivacyLoss(float(rows[0][0]), float(rows[0][1]))
+
+
+def _read_totals(tx: Transaction, analyst: str, dataset: str, period: str) -> Totals:
+    rows = tx.execute(
+        f"SELECT {_TOTALS_COLUMNS} FROM totals WHERE analyst = ? AND dataset = ? AND period = ?",
+        (analyst, dataset, period),
+    )
+    return _totals(rows[0]) if rows else Totals()
+
+
+def _write_totals(tx: Transaction, analyst: str, dataset: str, period: str, totals: Totals) -> None:
+    tx.execute(
+        f"INSERT INTO totals (analyst, dataset, period, {_TOTALS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (analyst, dataset, period) DO UPDATE SET releases = excluded.releases,"
+        " epsilon = excluded.epsilon, delta = excluded.delta, epsilon_squares = excluded.epsilon_squares,"
+        " epsilon_expm1 = excluded.epsilon_expm1, rho = excluded.rho, zcdp_delta = excluded.zcdp_delta",
+        (
+            analyst,
+            dataset,
+            period,
+            totals.releases,
+            str(totals.epsilon),
+            str(totals.delta),
+            totals.epsilon_squares,
+            totals.epsilon_expm1,
+            totals.rho,
+            str(totals.zcdp_delta),
+        ),
+    )
+
+
+def _totals(row: tuple[object, ...]) -> Totals:
+    releases, epsilon, delta, squares, expm1, rho, zcdp_delta = row
+    return Totals(
+        releases=int(releases),  # type: ignore[call-overload]
+        epsilon=Decimal(str(epsilon)),
+        delta=Decimal(str(delta)),
+        epsilon_squares=float(squares),  # type: ignore[arg-type]
+        epsilon_expm1=float(expm1),  # type: ignore[arg-type]
+        rho=float(rho),  # type: ignore[arg-type]
+        zcdp_delta=Decimal(str(zcdp_delta)),
+    )
+
+
+def _totals_from_spends(tx: Transaction) -> dict[tuple[str, str, str], Totals]:
+    totals: dict[tuple[str, str, str], Totals] = {}
+    rows = tx.execute(
+        "SELECT analyst, dataset, period, epsilon, delta, rho FROM spends WHERE state IN (?, ?) ORDER BY id",
+        _COUNTING_STATES,
+    )
+    for analyst, dataset, period, epsilon, delta, rho in rows:
+        release = Release(epsilon, delta, rho)
+        for key in ((analyst, dataset, period), (ALL_ANALYSTS, dataset, NO_PERIOD)):
+            totals[key] = totals.get(key, Totals()).plus(release)
+    return totals
+
+
+def check_name(name: str, kind: str) -> None:
     if not _NAME.fullmatch(name):
         raise InvalidNameError(
             f"{kind} name {name!r} is not allowed",
@@ -513,42 +664,53 @@ def _check_verifier(verifier: str) -> None:
         )
 
 
-def _analyst_exists(conn: sqlite3.Connection, name: str) -> bool:
-    return conn.execute("SELECT 1 FROM analysts WHERE name = ?", (name,)).fetchone() is not None
+def _analyst_exists(tx: Transaction, name: str) -> bool:
+    return bool(tx.execute("SELECT 1 FROM analysts WHERE name = ?", (name,)))
 
 
-def _require_analyst(conn: sqlite3.Connection, name: str) -> None:
-    if not _analyst_exists(conn, name):
-        command = f"veil analyst add {name}"
-        raise UnknownAnalystError(f'analyst "{name}" does not exist', hint=f"run `{command}` to create it")
+def require_analyst(tx: Transaction, name: str) -> None:
+    if not _analyst_exists(tx, name):
+        raise UnknownAnalystError(
+            f'analyst "{name}" does not exist', hint=f"run `veil analyst add {name}` to create it"
+        )
 
 
-def _spend(row: tuple[int, str, str, float, float, str, str, str, str]) -> Spend:
-    id_, analyst, dataset, epsilon, delta, statement, state, created_at, updated_at = row
+def _spend(row: tuple[object, ...]) -> Spend:
+    id_, analyst, dataset, epsilon, delta, statement, state, created_at, updated_at, rho, period = row
     return Spend(
-        id=id_,
-        analyst=analyst,
-        dataset=dataset,
-        epsilon=epsilon,
-        delta=delta,
-        statement=statement,
+        id=int(id_),  # type: ignore[call-overload]
+        analyst=str(analyst),
+        dataset=str(dataset),
+        epsilon=float(epsilon),  # type: ignore[arg-type]
+        delta=float(delta),  # type: ignore[arg-type]
+        statement=str(statement),
         state=SpendState(state),
-        created_at=datetime.fromisoformat(created_at),
-        updated_at=datetime.fromisoformat(updated_at),
+        created_at=datetime.fromisoformat(str(created_at)),
+        updated_at=datetime.fromisoformat(str(updated_at)),
+        rho=None if rho is None else float(rho),  # type: ignore[arg-type]
+        period=str(period),
     )
 
 
-def _describe(epsilon: float, delta: float) -> str:
-    text = f"epsilon {as_decimal(epsilon):f}"
-    return text if delta == 0 else f"{text} and delta {as_decimal(delta):f}"
+def _describe(loss: PrivacyLoss) -> str:
+    text = f"epsilon {as_decimal(loss.epsilon):f}"
+    return text if loss.delta == 0 else f"{text} and delta {as_decimal(loss.delta):f}"
 
 
 def _exhausted(balance: Balance, asked: PrivacyLoss) -> BudgetExhaustedError:
+    left = PrivacyLoss(balance.remaining_epsilon, balance.remaining_delta)
     return BudgetExhaustedError(
-        f'privacy budget exhausted: analyst "{balance.analyst}" asked for '
-        f'{_describe(asked.epsilon, asked.delta)} on dataset "{balance.dataset}", but only '
-        f"{_describe(balance.remaining_epsilon, balance.remaining_delta)} remains",
+        f'privacy budget exhausted: analyst "{balance.analyst}" asked for {_describe(asked)} on '
+        f'dataset "{balance.dataset}", but only {_describe(left)} remains',
         hint=_EXHAUSTED_HINT,
+    )
+
+
+def _capped(dataset: str, cap: PrivacyLoss, asked: PrivacyLoss) -> BudgetExhaustedError:
+    return BudgetExhaustedError(
+        f'privacy budget exhausted: dataset "{dataset}" is capped at {_describe(cap)} across all '
+        f"analysts, and {_describe(asked)} more would exceed it",
+        hint="an administrator can raise the cap (veil budget cap); no analyst can spend more on this dataset",
     )
 
 
@@ -558,20 +720,4 @@ def _not_open(reservation_id: int, state: str | None) -> UnknownReservationError
     return UnknownReservationError(
         f"reservation {reservation_id} is not open: it is already {state}",
         hint="only a reserved spend can be committed or cancelled, and only once",
-    )
-
-
-def _not_a_ledger(path: Path, why: str) -> LedgerStoreError:
-    return LedgerStoreError(
-        f"{path} is not a Veil ledger ({why})",
-        hint="set ledger.path in veil.toml to another file, or move this one aside and run `veil init-demo`",
-    )
-
-
-def _store_error(path: Path, exc: sqlite3.Error) -> LedgerStoreError:
-    if getattr(exc, "sqlite_errorname", None) == "SQLITE_NOTADB":
-        return _not_a_ledger(path, "it is not an SQLite database")
-    return LedgerStoreError(
-        f"cannot use the ledger at {path}: {exc}",
-        hint="check that the file and its directory are readable and writable and not on a network share",
     )

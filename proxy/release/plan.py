@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from statistics import NormalDist
 
-from budget.ledger import as_decimal
+from budget.amounts import as_decimal
 from budget.loss import PrivacyLoss
 from mechanisms.gaussian import analytic_gaussian_sigma, discrete_gaussian_sigma
 from mechanisms.laplace import laplace_error_bound

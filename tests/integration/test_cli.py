@@ -96,6 +96,10 @@ def test_a_new_analyst_appears_with_its_grant(admin: Admin) -> None:
         "granted_delta": 0.0,
         "spent_delta": 0.0,
         "remaining_delta": 0.0,
+        "accountant": "basic",
+        "renewal": None,
+        "period_start": None,
+        "releases": 0,
     }
     admin.check("budget", "grant", analyst.name, "demo", "0.25")  # grants accumulate
     assert admin.balance(analyst)["granted_epsilon"] == 1.0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import sqlite3
 import subprocess
@@ -17,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from budget.amounts import decimal_sum
 from budget.errors import (
     AnalystExistsError,
     BudgetExhaustedError,
@@ -491,7 +491,7 @@ def test_no_sequence_of_operations_overspends(
         balance = ledger.balance("alice", "demo")
         assert balance.spent_epsilon <= balance.granted_epsilon
         assert balance.spent_delta <= balance.granted_delta
-        assert balance.spent_epsilon == math.fsum(counting.values())
+        assert balance.spent_epsilon == float(decimal_sum(counting.values()))  # exact decimals
     remaining = ledger.balance("alice", "demo")
     if remaining.remaining_epsilon > 0:
         spend(ledger, remaining.remaining_epsilon, remaining.remaining_delta)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from budget.ledger import as_decimal
+from budget.amounts import as_decimal
 from proxy.analysis.parse import parse_statements
 from proxy.analysis.quantities import QuantityKind
 from proxy.analysis.statements import PrivateQuery, classify

@@ -1,0 +1,147 @@
+"""Where a ledger lives: an SQLite file on one host, or a PostgreSQL database shared by several.
+
+The ledger's logic (budget/ledger.py) is written once, in the SQL both engines understand, with
+``?`` placeholders; a store supplies connections and transactions and the few things that differ:
+
+* **locking** — SQLite's ``BEGIN IMMEDIATE`` takes the database's single write lock before anything
+  is read, so every write transaction is serialised. PostgreSQL runs writers concurrently, so
+  the ledger locks the dataset's totals row (``lock_suffix`` = ``FOR UPDATE``) before it reads a
+  balance; every transaction that changes a balance takes that lock first.
+* **durability** — ``durable=False`` lets a commit skip the flush to disk (SQLite
+  ``synchronous = NORMAL`` in WAL mode; PostgreSQL ``synchronous_commit = off``). The write then
+  survives a crash of Veil but perhaps not a power cut. Only writes that are safe to lose use it: a
+  lost commit or cancel leaves a reservation, which still counts as spent.
+
+Connections are kept per thread (the proxy calls the ledger from a small pool of worker threads), so
+a query does not pay for connecting.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+from budget.errors import LedgerStoreError
+
+BUSY_TIMEOUT_SECONDS = 30.0
+Row = tuple[Any, ...]
+CREATE_HINT = "run `veil init-demo`, or set ledger.path in veil.toml to an existing ledger"
+
+
+class Transaction(Protocol):
+    def execute(self, sql: str, parameters: Sequence[object] = ()) -> list[Row]: ...
+
+
+class LedgerStore(Protocol):
+    dialect: str  # "sqlite" or "postgres": picks the schema's dialect-specific parts
+    location: str  # for messages: a path, or a DSN without its password
+    lock_suffix: str  # appended to the SELECT that locks a dataset's totals row
+
+    def transaction(self, *, write: bool, durable: bool = True) -> AbstractContextManager[Transaction]: ...
+
+    def tables(self) -> set[str]: ...
+
+    def close(self) -> None: ...
+
+
+class _SQLiteTransaction:
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+
+    def execute(self, sql: str, parameters: Sequence[object] = ()) -> list[Row]:
+        return self._connection.execute(sql, tuple(parameters)).fetchall()
+
+
+class SQLiteStore:
+    """One SQLite file in WAL mode; any number of threads and processes may share it."""
+
+    dialect = "sqlite"
+    lock_suffix = ""
+
+    def __init__(self, path: Path, *, create: bool = False) -> None:
+        self.path = Path(path)
+        self.location = str(self.path)
+        if not create and not self.path.is_file():
+            raise LedgerStoreError(f"no ledger at {self.path}; {CREATE_HINT}", hint=CREATE_HINT)
+        self._uri = f"{self.path.resolve().as_uri()}" + ("?mode=rwc" if create else "?mode=rw")
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+
+    @contextmanager
+    def transaction(self, *, write: bool, durable: bool = True) -> Iterator[Transaction]:
+        connection = self._connection()
+        try:
+            connection.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
+            connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield _SQLiteTransaction(connection)
+            except BaseException:
+                connection.rollback()
+                raise
+            connection.execute("COMMIT")
+        except sqlite3.DatabaseError as error:
+            if connection.in_transaction:
+                connection.rollback()
+            raise self._error(error) from error
+
+    def tables(self) -> set[str]:
+        with self.transaction(write=False) as transaction:
+            rows = transaction.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        return {str(row[0]) for row in rows}
+
+    def close(self) -> None:
+        with self._lock:
+            for connection in self._connections:
+                connection.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+    def _connection(self) -> sqlite3.Connection:
+        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        if connection is None:
+            try:
+                connection = sqlite3.connect(
+                    self._uri,
+                    uri=True,
+                    timeout=BUSY_TIMEOUT_SECONDS,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+                connection.execute("PRAGMA journal_mode = WAL")
+            except sqlite3.Error as error:
+                raise self._error(error) from error
+            self._local.connection = connection
+            with self._lock:
+                self._connections.append(connection)
+        return connection
+
+    def _error(self, error: sqlite3.Error) -> LedgerStoreError:
+        if getattr(error, "sqlite_errorname", None) == "SQLITE_NOTADB":
+            return not_a_ledger(self.location, "it is not an SQLite database")
+        return LedgerStoreError(
+            f"cannot use the ledger at {self.location}: {error}",
+            hint="check that the file and its directory are readable and writable and not on a network share",
+        )
+
+
+def open_store(location: str | Path, *, create: bool = False) -> LedgerStore:
+    """A DSN (``postgresql://…`` or ``host=… dbname=…``) opens a PostgreSQL ledger; anything else is
+    the path of an SQLite file."""
+    text = str(location)
+    if text.startswith(("postgresql://", "postgres://")) or "dbname=" in text:
+        from budget.postgres_store import PostgresStore  # psycopg is only needed for this store
+
+        return PostgresStore(text)
+    return SQLiteStore(Path(location), create=create)
+
+
+def not_a_ledger(location: str, why: str) -> LedgerStoreError:
+    return LedgerStoreError(
+        f"{location} is not a Veil ledger ({why})",
+        hint="set ledger.path in veil.toml to another file, or move this one aside and run `veil init-demo`",
+    )

@@ -1,0 +1,96 @@
+"""What one answer cost, and the running sums from which every accountant computes a total.
+
+The ledger keeps, per (analyst, dataset, period) and per dataset, the sufficient statistics of the
+releases that count — so checking a reservation reads one row instead of the whole spend history,
+and the dataset's accountant can be basic, advanced or zCDP without re-reading anything:
+
+* basic composition needs Σε and Σδ (exact decimals);
+* advanced composition (Kairouz–Oh–Viswanath 2015, heterogeneous form) needs Σε², Σε(e^ε − 1), Σδ;
+* zCDP (Bun–Steinke 2016) needs Σρ and the δ of releases that are not Gaussian.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from decimal import Decimal
+
+from budget.amounts import ZERO, add_up, as_decimal, subtract_up
+from budget.errors import InvalidBudgetError
+from budget.loss import PrivacyLoss
+
+
+@dataclass(frozen=True)
+class Release:
+    """The privacy cost of one answer.
+
+    ``rho``: the answer's zCDP parameter when its noise is Gaussian (ρ = Δ₂²/2σ², summed over the
+    answer's measurements); None for Laplace and exponential-mechanism answers, which are ε-DP and
+    therefore (ε²/2)-zCDP (Bun–Steinke 2016, Prop. 1.4). Their δ (τ-thresholding) is approximate-zCDP
+    slack that adds up on its own."""
+
+    epsilon: float
+    delta: float = 0.0
+    rho: float | None = None
+
+    def __post_init__(self) -> None:
+        PrivacyLoss(self.epsilon, self.delta)  # validates the ranges
+        if not self.epsilon > 0:
+            raise InvalidBudgetError(
+                f"a release needs epsilon > 0, got {self.epsilon!r}",
+                hint="a release that costs nothing needs no reservation",
+            )
+        if self.rho is not None and not (math.isfinite(self.rho) and self.rho > 0):
+            raise InvalidBudgetError(f"rho must be a finite number > 0, got {self.rho!r}")
+
+    @property
+    def loss(self) -> PrivacyLoss:
+        return PrivacyLoss(self.epsilon, self.delta)
+
+    @property
+    def zcdp_rho(self) -> float:
+        return self.rho if self.rho is not None else self.epsilon * self.epsilon / 2
+
+    @property
+    def zcdp_delta(self) -> float:
+        """The δ that zCDP cannot absorb: all of it, unless the answer is Gaussian (ρ covers it)."""
+        return 0.0 if self.rho is not None else self.delta
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Sufficient statistics of a set of releases. Float sums round up at every step, so they are
+    upper bounds of the exact sums; ε and δ are exact decimals."""
+
+    releases: int = 0
+    epsilon: Decimal = ZERO
+    delta: Decimal = ZERO
+    epsilon_squares: float = 0.0
+    epsilon_expm1: float = 0.0  # Σ ε(e^ε − 1)
+    rho: float = 0.0
+    zcdp_delta: Decimal = ZERO
+
+    def plus(self, release: Release) -> Totals:
+        return self._step(release, +1)
+
+    def minus(self, release: Release) -> Totals:
+        return self._step(release, -1)
+
+    def _step(self, release: Release, sign: int) -> Totals:
+        move = add_up if sign > 0 else subtract_up
+        epsilon = release.epsilon
+        return replace(
+            self,
+            releases=self.releases + sign,
+            epsilon=self.epsilon + sign * as_decimal(epsilon),
+            delta=self.delta + sign * as_decimal(release.delta),
+            epsilon_squares=move(self.epsilon_squares, _up(epsilon * epsilon)),
+            epsilon_expm1=move(self.epsilon_expm1, _up(epsilon * math.expm1(epsilon))),
+            rho=move(self.rho, _up(release.zcdp_rho)),
+            zcdp_delta=self.zcdp_delta + sign * as_decimal(release.zcdp_delta),
+        )
+
+
+def _up(value: float) -> float:
+    """One ulp up: a product or expm1 is correctly rounded to within one ulp of the exact value."""
+    return math.nextafter(value, math.inf)
