@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Protocol
 
 from budget.amounts import ZERO, as_decimal, remaining
+from budget.answer_cache import AnswerCache
+from budget.audit import AuditLog
 from budget.errors import (
     AnalystExistsError,
     BudgetExhaustedError,
@@ -207,6 +209,14 @@ class Ledger:
     @property
     def store(self) -> LedgerStore:
         return self._store
+
+    @property
+    def audit_log(self) -> AuditLog:
+        return AuditLog(self._store, clock=self.now)
+
+    @property
+    def answer_cache(self) -> AnswerCache:
+        return AnswerCache(self._store, clock=self.now)
 
     def close(self) -> None:
         self._store.close()

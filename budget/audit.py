@@ -1,0 +1,113 @@
+"""The audit log: one append-only row per statement an analyst sent, kept in the ledger's store.
+
+It answers "who asked what, when, from where, and what did it cost" — for refused and failed
+statements too, which cost nothing but show intent. Rows are written without waiting for the disk
+(``durable=False``): the budget is protected by the spends table, not by the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from budget.store import LedgerStore
+
+
+class Decision(StrEnum):
+    ANSWERED = "answered"  # released (noisy, or exact on public data), and charged if noisy
+    CACHED = "cached"  # the stored noisy answer of the same query, charged nothing
+    REFUSED = "refused"  # stopped before any data was read: policy, syntax, budget
+    FAILED = "failed"  # an engine or internal error; a reservation, if any, was cancelled
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    at: datetime
+    analyst: str
+    client: str  # "host:port" of the client connection
+    dataset: str
+    statement: str  # the SQL, normalized by the proxy
+    decision: Decision
+    epsilon: float = 0.0
+    delta: float = 0.0
+    accountant: str = ""
+    mechanisms: str = ""
+    sqlstate: str = ""
+    error: str = ""
+    id: int | None = None
+
+
+_COLUMNS = "at, analyst, client, dataset, statement, decision, epsilon, delta, accountant, mechanisms, sqlstate, error"
+
+
+class AuditLog:
+    def __init__(self, store: LedgerStore, *, clock: Callable[[], datetime]) -> None:
+        self._store = store
+        self._clock = clock
+
+    def append(self, entry: AuditEntry) -> None:
+        with self._store.transaction(write=True, durable=False) as tx:
+            tx.execute(
+                f"INSERT INTO audit ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    entry.at.isoformat(),
+                    entry.analyst,
+                    entry.client,
+                    entry.dataset,
+                    entry.statement,
+                    entry.decision.value,
+                    entry.epsilon,
+                    entry.delta,
+                    entry.accountant,
+                    entry.mechanisms,
+                    entry.sqlstate,
+                    entry.error,
+                ),
+            )
+
+    def entries(
+        self, *, analyst: str | None = None, since: datetime | None = None, limit: int | None = None
+    ) -> list[AuditEntry]:
+        """Oldest first; ``since`` compares timestamps, which are stored as UTC ISO text."""
+        with self._store.transaction(write=False) as tx:
+            rows = tx.execute(
+                f"SELECT id, {_COLUMNS} FROM audit WHERE (? IS NULL OR analyst = ?) AND (? IS NULL OR at >= ?)"
+                " ORDER BY id" + (f" LIMIT {int(limit)}" if limit is not None else ""),
+                (analyst, analyst, *(2 * [since.isoformat() if since else None])),
+            )
+        return [_entry(row) for row in rows]
+
+
+def _entry(row: tuple[object, ...]) -> AuditEntry:
+    (
+        id_,
+        at,
+        analyst,
+        client,
+        dataset,
+        statement,
+        decision,
+        epsilon,
+        delta,
+        accountant,
+        mechanisms,
+        sqlstate,
+        error,
+    ) = row
+    return AuditEntry(
+        at=datetime.fromisoformat(str(at)),
+        analyst=str(analyst),
+        client=str(client),
+        dataset=str(dataset),
+        statement=str(statement),
+        decision=Decision(str(decision)),
+        epsilon=float(epsilon),  # type: ignore[arg-type]
+        delta=float(delta),  # type: ignore[arg-type]
+        accountant=str(accountant),
+        mechanisms=str(mechanisms),
+        sqlstate=str(sqlstate),
+        error=str(error),
+        id=int(id_),  # type: ignore[call-overload]
+    )
