@@ -37,7 +37,7 @@ from budget.errors import (
     UnknownReservationError,
 )
 from budget.loss import PrivacyLoss
-from budget.schema import check_version, ensure_schema
+from budget.schema import SCHEMA_VERSION, check_version, ensure_schema
 from budget.store import LedgerStore, Transaction, open_store
 from budget.totals import Release, Totals
 
@@ -178,10 +178,12 @@ class Ledger:
             check_version(store, transaction)
 
     @classmethod
-    def create(cls, location: str | Path, *, clock: Callable[[], datetime] = _utc_now) -> Ledger:
-        """Create a ledger at ``location`` (a file path or a PostgreSQL DSN), or open and upgrade
-        the one already there (idempotent)."""
-        store = open_store(location, create=True)
+    def create(
+        cls, location: str | Path, *, clock: Callable[[], datetime] = _utc_now, schema: str | None = None
+    ) -> Ledger:
+        """Create a ledger at ``location`` (a file path, or a PostgreSQL DSN with the ledger's
+        ``schema``), or open and upgrade the one already there (idempotent)."""
+        store = open_store(location, create=True, schema=schema)
         if ensure_schema(store):
             ledger = cls(store, clock=clock)
             ledger.rebuild_totals()
@@ -189,13 +191,17 @@ class Ledger:
         return cls(store, clock=clock)
 
     @classmethod
-    def open(cls, location: str | Path, *, clock: Callable[[], datetime] = _utc_now) -> Ledger:
+    def open(
+        cls, location: str | Path, *, clock: Callable[[], datetime] = _utc_now, schema: str | None = None
+    ) -> Ledger:
         """Open an existing ledger; unlike :meth:`create` it never makes a file or tables (but it
         upgrades an older ledger in place)."""
-        store = open_store(location)
+        store = open_store(location, schema=schema)
         with store.transaction(write=False) as transaction:
-            outdated = check_version(store, transaction) < 2
-        return cls.create(location, clock=clock) if outdated else cls(store, clock=clock)
+            outdated = check_version(store, transaction) < SCHEMA_VERSION
+        if outdated:
+            return cls.create(location, clock=clock, schema=schema)
+        return cls(store, clock=clock)
 
     @property
     def path(self) -> Path:

@@ -129,15 +129,19 @@ class SQLiteStore:
         )
 
 
-def open_store(location: str | Path, *, create: bool = False) -> LedgerStore:
-    """A DSN (``postgresql://…`` or ``host=… dbname=…``) opens a PostgreSQL ledger; anything else is
-    the path of an SQLite file."""
+def open_store(location: str | Path, *, create: bool = False, schema: str | None = None) -> LedgerStore:
+    """A DSN (``postgresql://…`` or ``host=… dbname=…``) opens a PostgreSQL ledger in ``schema``
+    (default ``veil_ledger``); anything else is the path of an SQLite file."""
     text = str(location)
-    if text.startswith(("postgresql://", "postgres://")) or "dbname=" in text:
-        from budget.postgres_store import PostgresStore  # psycopg is only needed for this store
+    if is_dsn(text):
+        from budget.postgres_store import DEFAULT_SCHEMA, PostgresStore  # psycopg: only for this store
 
-        return PostgresStore(text)
+        return PostgresStore(text, schema=schema or DEFAULT_SCHEMA)
     return SQLiteStore(Path(location), create=create)
+
+
+def is_dsn(location: str) -> bool:
+    return location.startswith(("postgresql://", "postgres://")) or "dbname=" in location
 
 
 def not_a_ledger(location: str, why: str) -> LedgerStoreError:
