@@ -123,7 +123,12 @@ class Spend:
     created_at: datetime
     updated_at: datetime
     rho: float | None = None
+    rho_delta: float = 0.0
     period: str = NO_PERIOD
+
+    @property
+    def release(self) -> Release:
+        return Release(self.epsilon, self.delta, self.rho, self.rho_delta)
 
 
 def _utc_now() -> datetime:
@@ -408,8 +413,8 @@ class Ledger:
             if cap is not None and not _fits(dataset_totals.plus(release), cap, accountant):
                 raise _capped(dataset, cap, release.loss)
             rows = tx.execute(
-                "INSERT INTO spends (analyst, dataset, period, epsilon, delta, rho, statement, state,"
-                " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                "INSERT INTO spends (analyst, dataset, period, epsilon, delta, rho, rho_delta, statement,"
+                " state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (
                     analyst,
                     dataset,
@@ -417,6 +422,7 @@ class Ledger:
                     release.epsilon,
                     release.delta,
                     release.rho,
+                    release.rho_delta,
                     statement,
                     SpendState.RESERVED.value,
                     now.isoformat(),
@@ -436,7 +442,7 @@ class Ledger:
         """Mark a reservation cancelled: nothing was released, so its loss stops counting."""
         with self._store.transaction(write=True, durable=False) as tx:
             spend = self._close(tx, reservation_id, SpendState.CANCELLED, lock=True)
-            release = Release(spend.epsilon, spend.delta, spend.rho)
+            release = spend.release
             account = _read_totals(tx, spend.analyst, spend.dataset, spend.period)
             dataset_totals = _read_totals(tx, ALL_ANALYSTS, spend.dataset, NO_PERIOD)
             _write_totals(tx, spend.analyst, spend.dataset, spend.period, account.minus(release))
@@ -541,7 +547,9 @@ class Ledger:
 
 
 _TOTALS_COLUMNS = "releases, epsilon, delta, epsilon_squares, epsilon_expm1, rho, zcdp_delta"
-_SPEND_COLUMNS = "id, analyst, dataset, epsilon, delta, statement, state, created_at, updated_at, rho, period"
+_SPEND_COLUMNS = (
+    "id, analyst, dataset, epsilon, delta, statement, state, created_at, updated_at, rho, rho_delta, period"
+)
 
 
 def period_start(renewal: str | None, now: datetime) -> str:
@@ -653,11 +661,12 @@ def _totals(row: tuple[object, ...]) -> Totals:
 def _totals_from_spends(tx: Transaction) -> dict[tuple[str, str, str], Totals]:
     totals: dict[tuple[str, str, str], Totals] = {}
     rows = tx.execute(
-        "SELECT analyst, dataset, period, epsilon, delta, rho FROM spends WHERE state IN (?, ?) ORDER BY id",
+        "SELECT analyst, dataset, period, epsilon, delta, rho, rho_delta FROM spends WHERE state IN (?, ?)"
+        " ORDER BY id",
         _COUNTING_STATES,
     )
-    for analyst, dataset, period, epsilon, delta, rho in rows:
-        release = Release(epsilon, delta, rho)
+    for analyst, dataset, period, epsilon, delta, rho, rho_delta in rows:
+        release = Release(epsilon, delta, rho, rho_delta)
         for key in ((analyst, dataset, period), (ALL_ANALYSTS, dataset, NO_PERIOD)):
             totals[key] = totals.get(key, Totals()).plus(release)
     return totals
@@ -692,7 +701,20 @@ def require_analyst(tx: Transaction, name: str) -> None:
 
 
 def _spend(row: tuple[object, ...]) -> Spend:
-    id_, analyst, dataset, epsilon, delta, statement, state, created_at, updated_at, rho, period = row
+    (
+        id_,
+        analyst,
+        dataset,
+        epsilon,
+        delta,
+        statement,
+        state,
+        created_at,
+        updated_at,
+        rho,
+        rho_delta,
+        period,
+    ) = row
     return Spend(
         id=int(id_),  # type: ignore[call-overload]
         analyst=str(analyst),
@@ -704,6 +726,7 @@ def _spend(row: tuple[object, ...]) -> Spend:
         created_at=datetime.fromisoformat(str(created_at)),
         updated_at=datetime.fromisoformat(str(updated_at)),
         rho=None if rho is None else float(rho),  # type: ignore[arg-type]
+        rho_delta=float(rho_delta),  # type: ignore[arg-type]
         period=str(period),
     )
 

@@ -55,6 +55,7 @@ _TABLES = (
         epsilon {real} NOT NULL CHECK (epsilon > 0),
         delta {real} NOT NULL CHECK (delta >= 0 AND delta < 1),
         rho {real} CHECK (rho > 0),
+        rho_delta {real} NOT NULL DEFAULT 0 CHECK (rho_delta >= 0 AND rho_delta < 1),
         statement TEXT NOT NULL,
         state TEXT NOT NULL CHECK (state IN ('reserved', 'committed', 'cancelled')),
         created_at TEXT NOT NULL,
@@ -104,7 +105,18 @@ _TABLES = (
 
 _APPEND_ONLY = ("grants", "caps", "audit")
 _SPEND_CLOSES = "OLD.state <> 'reserved' OR NEW.state = 'reserved'"
-_SPEND_FROZEN = ("id", "analyst", "dataset", "period", "epsilon", "delta", "rho", "statement", "created_at")
+_SPEND_FROZEN = (
+    "id",
+    "analyst",
+    "dataset",
+    "period",
+    "epsilon",
+    "delta",
+    "rho",
+    "rho_delta",
+    "statement",
+    "created_at",
+)
 
 _SQLITE_TRIGGERS = (
     *(

@@ -25,13 +25,15 @@ class Release:
     """The privacy cost of one answer.
 
     ``rho``: the answer's zCDP parameter when its noise is Gaussian (ρ = Δ₂²/2σ², summed over the
-    answer's measurements); None for Laplace and exponential-mechanism answers, which are ε-DP and
-    therefore (ε²/2)-zCDP (Bun–Steinke 2016, Prop. 1.4). Their δ (τ-thresholding) is approximate-zCDP
-    slack that adds up on its own."""
+    answer's measurements), and ``rho_delta`` the δ it spends outside ρ (τ-thresholding of its keys).
+    None for Laplace and exponential-mechanism answers, which are ε-DP and therefore (ε²/2)-zCDP
+    (Bun–Steinke 2016, Prop. 1.4); their δ (τ-thresholding) is approximate-zCDP slack that adds up
+    on its own."""
 
     epsilon: float
     delta: float = 0.0
     rho: float | None = None
+    rho_delta: float = 0.0
 
     def __post_init__(self) -> None:
         PrivacyLoss(self.epsilon, self.delta)  # validates the ranges
@@ -42,6 +44,8 @@ class Release:
             )
         if self.rho is not None and not (math.isfinite(self.rho) and self.rho > 0):
             raise InvalidBudgetError(f"rho must be a finite number > 0, got {self.rho!r}")
+        if not 0 <= self.rho_delta <= self.delta:
+            raise InvalidBudgetError(f"rho_delta must be in [0, delta], got {self.rho_delta!r}")
 
     @property
     def loss(self) -> PrivacyLoss:
@@ -54,7 +58,7 @@ class Release:
     @property
     def zcdp_delta(self) -> float:
         """The δ that zCDP cannot absorb: all of it, unless the answer is Gaussian (ρ covers it)."""
-        return 0.0 if self.rho is not None else self.delta
+        return self.rho_delta if self.rho is not None else self.delta
 
 
 @dataclass(frozen=True)
