@@ -7,12 +7,11 @@ statements too, which cost nothing but show intent. Rows are written without wai
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 
-from budget.store import LedgerStore
+from budget.store import LedgerStore, Transaction
 
 
 class Decision(StrEnum):
@@ -43,29 +42,16 @@ _COLUMNS = "at, analyst, client, dataset, statement, decision, epsilon, delta, a
 
 
 class AuditLog:
-    def __init__(self, store: LedgerStore, *, clock: Callable[[], datetime]) -> None:
+    def __init__(self, store: LedgerStore) -> None:
         self._store = store
-        self._clock = clock
 
-    def append(self, entry: AuditEntry) -> None:
+    def append(self, *entries: AuditEntry) -> None:
+        """One transaction for all of them (a batch of statements sent in one message)."""
+        if not entries:
+            return
         with self._store.transaction(write=True, durable=False) as tx:
-            tx.execute(
-                f"INSERT INTO audit ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    entry.at.isoformat(),
-                    entry.analyst,
-                    entry.client,
-                    entry.dataset,
-                    entry.statement,
-                    entry.decision.value,
-                    entry.epsilon,
-                    entry.delta,
-                    entry.accountant,
-                    entry.mechanisms,
-                    entry.sqlstate,
-                    entry.error,
-                ),
-            )
+            for entry in entries:
+                _insert(tx, entry)
 
     def entries(
         self, *, analyst: str | None = None, since: datetime | None = None, limit: int | None = None
@@ -75,9 +61,33 @@ class AuditLog:
             rows = tx.execute(
                 f"SELECT id, {_COLUMNS} FROM audit WHERE (? IS NULL OR analyst = ?) AND (? IS NULL OR at >= ?)"
                 " ORDER BY id" + (f" LIMIT {int(limit)}" if limit is not None else ""),
-                (analyst, analyst, *(2 * [since.isoformat() if since else None])),
+                (analyst, analyst, *(2 * [_utc(since).isoformat() if since else None])),
             )
         return [_entry(row) for row in rows]
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _insert(tx: Transaction, entry: AuditEntry) -> None:
+    tx.execute(
+        f"INSERT INTO audit ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            _utc(entry.at).isoformat(),
+            entry.analyst,
+            entry.client,
+            entry.dataset,
+            entry.statement,
+            entry.decision.value,
+            entry.epsilon,
+            entry.delta,
+            entry.accountant,
+            entry.mechanisms,
+            entry.sqlstate,
+            entry.error,
+        ),
+    )
 
 
 def _entry(row: tuple[object, ...]) -> AuditEntry:

@@ -43,3 +43,7 @@ class InvalidNameError(BudgetError):
 
 class InvalidVerifierError(BudgetError):
     """A password verifier that is not a SCRAM-SHA-256 verifier (perhaps a plaintext password)."""
+
+
+class UnknownAccountantError(BudgetError):
+    """A composition accountant that does not exist was named (budget/accountants.py)."""

@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 from pathlib import Path
-from typing import Protocol
 
+from budget.accountants import ACCOUNTANTS, Accountant
 from budget.amounts import ZERO, as_decimal, remaining
 from budget.answer_cache import AnswerCache
 from budget.audit import AuditLog
@@ -36,7 +37,7 @@ from budget.errors import (
     UnknownAnalystError,
     UnknownReservationError,
 )
-from budget.loss import PrivacyLoss
+from budget.loss import ZERO_LOSS, PrivacyLoss
 from budget.schema import SCHEMA_VERSION, check_version, ensure_schema
 from budget.store import LedgerStore, Transaction, open_store
 from budget.totals import Release, Totals
@@ -47,6 +48,7 @@ _EXHAUSTED_HINT = "ask an administrator for more budget (veil budget grant) or l
 ALL_ANALYSTS = ""  # the analyst of a dataset-wide totals row (no analyst may be named "")
 NO_PERIOD = ""  # the period of a grant that never renews
 RENEWALS = ("day", "week", "month")
+BASIC = ACCOUNTANTS["basic"]
 
 
 class SpendState(StrEnum):
@@ -58,15 +60,6 @@ class SpendState(StrEnum):
 
 
 _COUNTING_STATES = (SpendState.RESERVED.value, SpendState.COMMITTED.value)
-
-
-class Accountant(Protocol):
-    """Turns the running totals of a set of releases into one (ε, δ) (budget/accountants.py).
-    Without one, the ledger composes sequentially in exact decimals."""
-
-    name: str
-
-    def spent(self, totals: Totals, *, grant: PrivacyLoss) -> PrivacyLoss: ...
 
 
 @dataclass(frozen=True)
@@ -179,7 +172,7 @@ class Ledger:
     def __init__(self, store: LedgerStore, *, clock: Callable[[], datetime] = _utc_now) -> None:
         self._store = store
         self._clock = clock
-        with store.transaction(write=False) as transaction:
+        with _closed_on_error(store), store.transaction(write=False) as transaction:
             check_version(store, transaction)
 
     @classmethod
@@ -189,10 +182,10 @@ class Ledger:
         """Create a ledger at ``location`` (a file path, or a PostgreSQL DSN with the ledger's
         ``schema``), or open and upgrade the one already there (idempotent)."""
         store = open_store(location, create=True, schema=schema)
-        if ensure_schema(store):
-            ledger = cls(store, clock=clock)
-            ledger.rebuild_totals()
-            return ledger
+        with _closed_on_error(store):
+            # An upgrade rebuilds the totals in the same transaction: a process that opened the
+            # ledger in between would otherwise see no spending at all.
+            ensure_schema(store, after_upgrade=_rebuild_totals)
         return cls(store, clock=clock)
 
     @classmethod
@@ -202,9 +195,10 @@ class Ledger:
         """Open an existing ledger; unlike :meth:`create` it never makes a file or tables (but it
         upgrades an older ledger in place)."""
         store = open_store(location, schema=schema)
-        with store.transaction(write=False) as transaction:
+        with _closed_on_error(store), store.transaction(write=False) as transaction:
             outdated = check_version(store, transaction) < SCHEMA_VERSION
         if outdated:
+            store.close()
             return cls.create(location, clock=clock, schema=schema)
         return cls(store, clock=clock)
 
@@ -223,7 +217,7 @@ class Ledger:
 
     @property
     def audit_log(self) -> AuditLog:
-        return AuditLog(self._store, clock=self.now)
+        return AuditLog(self._store)
 
     @property
     def answer_cache(self) -> AnswerCache:
@@ -290,7 +284,7 @@ class Ledger:
         loss: PrivacyLoss,
         *,
         renewal: str | None = None,
-        accountant: Accountant | None = None,
+        accountant: Accountant = BASIC,
     ) -> Balance:
         """Add ``loss`` to what ``analyst`` may spend on ``dataset`` (per period with ``renewal``)."""
         check_name(dataset, "dataset")
@@ -314,7 +308,7 @@ class Ledger:
         dataset: str,
         loss: PrivacyLoss | None = None,
         *,
-        accountant: Accountant | None = None,
+        accountant: Accountant = BASIC,
     ) -> Balance:
         """Take back ``loss`` from a grant — or, with None, everything not yet spent. What was spent
         stays spent; a grant cannot go below it."""
@@ -343,7 +337,7 @@ class Ledger:
                 (dataset, *((loss.epsilon, loss.delta) if loss else (None, None)), self.now().isoformat()),
             )
 
-    def cap(self, dataset: str, *, accountant: Accountant | None = None) -> DatasetCap:
+    def cap(self, dataset: str, *, accountant: Accountant = BASIC) -> DatasetCap:
         with self._store.transaction(write=False) as tx:
             cap = _cap(tx, dataset)
             spent = _spent(_read_totals(tx, ALL_ANALYSTS, dataset, NO_PERIOD), cap, accountant)
@@ -353,22 +347,22 @@ class Ledger:
             cap_delta=None if cap is None else cap.delta,
             spent_epsilon=spent.epsilon,
             spent_delta=spent.delta,
-            accountant=_name(accountant),
+            accountant=accountant.name,
         )
 
-    def caps(self, *, accountant: Accountant | None = None) -> list[DatasetCap]:
+    def caps(self, *, accountant: Accountant = BASIC) -> list[DatasetCap]:
         with self._store.transaction(write=False) as tx:
             datasets = [row[0] for row in tx.execute("SELECT DISTINCT dataset FROM caps ORDER BY dataset")]
         return [self.cap(dataset, accountant=accountant) for dataset in datasets]
 
-    def balance(self, analyst: str, dataset: str, *, accountant: Accountant | None = None) -> Balance:
+    def balance(self, analyst: str, dataset: str, *, accountant: Accountant = BASIC) -> Balance:
         """The balance of one analyst on one dataset (all zero when nothing was granted)."""
         with self._store.transaction(write=False) as tx:
             require_analyst(tx, analyst)
             return self._balance(tx, analyst, dataset, accountant)
 
     def balances(
-        self, analyst: str | None = None, *, accountant: Callable[[str], Accountant | None] | None = None
+        self, analyst: str | None = None, *, accountant: Callable[[str], Accountant] | None = None
     ) -> list[Balance]:
         """Balances of every (analyst, dataset) pair with a grant, or of one analyst's pairs.
         ``accountant`` names each dataset's accountant (the policy's choice)."""
@@ -381,7 +375,7 @@ class Ledger:
                 (analyst, analyst),
             )
             return [
-                self._balance(tx, name, dataset, accountant(dataset) if accountant else None)
+                self._balance(tx, name, dataset, accountant(dataset) if accountant else BASIC)
                 for name, dataset in pairs
             ]
 
@@ -394,7 +388,7 @@ class Ledger:
         cost: PrivacyLoss | Release,
         *,
         statement: str,
-        accountant: Accountant | None = None,
+        accountant: Accountant = BASIC,
     ) -> int:
         """Debit ``cost`` before a query runs; returns the reservation id. Refused, spending
         nothing, if it would take the analyst past the grant or the dataset past its cap."""
@@ -407,10 +401,10 @@ class Ledger:
             grant = _grant(tx, analyst, dataset)
             period = period_start(grant.renewal, now)
             account = _read_totals(tx, analyst, dataset, period)
-            if not _fits(account.plus(release), grant.loss, accountant):
+            if not accountant.fits(account, release, grant=grant.loss):
                 raise _exhausted(self._balance(tx, analyst, dataset, accountant), release.loss)
             cap = _cap(tx, dataset)
-            if cap is not None and not _fits(dataset_totals.plus(release), cap, accountant):
+            if cap is not None and not accountant.fits(dataset_totals, release, grant=cap):
                 raise _capped(dataset, cap, release.loss)
             rows = tx.execute(
                 "INSERT INTO spends (analyst, dataset, period, epsilon, delta, rho, rho_delta, statement,"
@@ -479,9 +473,7 @@ class Ledger:
     def rebuild_totals(self) -> None:
         """Recompute the running totals from the spends (after an upgrade from version 1)."""
         with self._store.transaction(write=True) as tx:
-            tx.execute("DELETE FROM totals")
-            for (analyst, dataset, period), totals in _totals_from_spends(tx).items():
-                _write_totals(tx, analyst, dataset, period, totals)
+            _rebuild_totals(tx)
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -508,12 +500,12 @@ class Ledger:
             (analyst, dataset, kind, loss.epsilon, loss.delta, renewal, self.now().isoformat()),
         )
 
-    def _balance(self, tx: Transaction, analyst: str, dataset: str, accountant: Accountant | None) -> Balance:
+    def _balance(self, tx: Transaction, analyst: str, dataset: str, accountant: Accountant) -> Balance:
         grant = _grant(tx, analyst, dataset)
         period = period_start(grant.renewal, self.now())
         totals = _read_totals(tx, analyst, dataset, period)
         spent = _spent(totals, grant.loss, accountant)
-        if accountant is None:
+        if accountant is BASIC:  # exact decimals: a reservation of exactly what remains fits
             left = (remaining(grant.epsilon, totals.epsilon), remaining(grant.delta, totals.delta))
         else:
             left = (max(0.0, grant.loss.epsilon - spent.epsilon), max(0.0, grant.loss.delta - spent.delta))
@@ -526,14 +518,17 @@ class Ledger:
             granted_delta=float(grant.delta),
             spent_delta=spent.delta,
             remaining_delta=left[1],
-            accountant=_name(accountant),
+            accountant=accountant.name,
             renewal=grant.renewal,
             period_start=date.fromisoformat(period) if period else None,
             releases=totals.releases,
         )
 
     def _close(self, tx: Transaction, reservation_id: int, state: SpendState, *, lock: bool = False) -> Spend:
-        rows = tx.execute(f"SELECT {_SPEND_COLUMNS} FROM spends WHERE id = ?", (reservation_id,))
+        # Locked (PostgreSQL), so that of two concurrent closes the second sees the first's state.
+        rows = tx.execute(
+            f"SELECT {_SPEND_COLUMNS} FROM spends WHERE id = ?" + self._store.lock_suffix, (reservation_id,)
+        )
         if not rows or rows[0][6] != SpendState.RESERVED:
             raise _not_open(reservation_id, str(rows[0][6]) if rows else None)
         spend = _spend(rows[0])
@@ -566,30 +561,16 @@ def period_start(renewal: str | None, now: datetime) -> str:
             return day.replace(day=1).isoformat()
 
 
-def _fits(after: Totals, limit: PrivacyLoss, accountant: Accountant | None) -> bool:
-    """Exact decimal comparison under basic composition; the accountant's bound otherwise (which
-    may only be tighter: basic composition is always a valid bound)."""
-    if after.epsilon <= as_decimal(limit.epsilon) and after.delta <= as_decimal(limit.delta):
-        return True
-    if accountant is None:
-        return False
-    composed = accountant.spent(after, grant=limit)
-    return composed.epsilon <= limit.epsilon and composed.delta <= limit.delta
-
-
-def _spent(totals: Totals, grant: PrivacyLoss | None, accountant: Accountant | None) -> PrivacyLoss:
-    if accountant is None or grant is None:
-        return PrivacyLoss(float(totals.epsilon), _below_one(totals.delta))
-    return accountant.spent(totals, grant=grant)
+def _spent(totals: Totals, grant: PrivacyLoss | None, accountant: Accountant) -> PrivacyLoss:
+    """Without a grant or cap there is no δ slack to take: basic composition describes it."""
+    return (
+        accountant.spent(totals, grant=grant) if grant is not None else BASIC.spent(totals, grant=ZERO_LOSS)
+    )
 
 
 def _below_one(delta: Decimal) -> float:
     """δ sums can reach 1 on paper (several grants); PrivacyLoss holds δ < 1, and so does any use."""
     return min(float(delta), math.nextafter(1.0, 0.0))
-
-
-def _name(accountant: Accountant | None) -> str:
-    return "basic" if accountant is None else accountant.name
 
 
 def _grant(tx: Transaction, analyst: str, dataset: str) -> _Grant:
@@ -656,6 +637,22 @@ def _totals(row: tuple[object, ...]) -> Totals:
         rho=float(rho),  # type: ignore[arg-type]
         zcdp_delta=Decimal(str(zcdp_delta)),
     )
+
+
+def _rebuild_totals(tx: Transaction) -> None:
+    tx.execute("DELETE FROM totals")
+    for (analyst, dataset, period), totals in _totals_from_spends(tx).items():
+        _write_totals(tx, analyst, dataset, period, totals)
+
+
+@contextmanager
+def _closed_on_error(store: LedgerStore) -> Iterator[None]:
+    """A store that never became a Ledger must not leave its connections open."""
+    try:
+        yield
+    except BaseException:
+        store.close()
+        raise
 
 
 def _totals_from_spends(tx: Transaction) -> dict[tuple[str, str, str], Totals]:

@@ -12,8 +12,8 @@ The ledger's logic (budget/ledger.py) is written once, in the SQL both engines u
   survives a crash of Veil but perhaps not a power cut. Only writes that are safe to lose use it: a
   lost commit or cancel leaves a reservation, which still counts as spent.
 
-Connections are kept per thread (the proxy calls the ledger from a small pool of worker threads), so
-a query does not pay for connecting.
+SQLite connections are kept per thread (the proxy calls the ledger from a small pool of worker
+threads), so a query does not pay for connecting; PostgreSQL ones are pooled (budget/postgres_store.py).
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ class Transaction(Protocol):
 
 class LedgerStore(Protocol):
     dialect: str  # "sqlite" or "postgres": picks the schema's dialect-specific parts
-    location: str  # for messages: a path, or a DSN without its password
+    location: str  # a path, or a DSN without its password
+    description: str  # for messages: the location, and the schema of a PostgreSQL ledger
     lock_suffix: str  # appended to the SELECT that locks a dataset's totals row
 
     def transaction(self, *, write: bool, durable: bool = True) -> AbstractContextManager[Transaction]: ...
@@ -64,7 +65,7 @@ class SQLiteStore:
 
     def __init__(self, path: Path, *, create: bool = False) -> None:
         self.path = Path(path)
-        self.location = str(self.path)
+        self.location = self.description = str(self.path)
         if not create and not self.path.is_file():
             raise LedgerStoreError(f"no ledger at {self.path}; {CREATE_HINT}", hint=CREATE_HINT)
         self._uri = f"{self.path.resolve().as_uri()}" + ("?mode=rwc" if create else "?mode=rw")

@@ -1,22 +1,33 @@
-"""The epsilon ledger: analysts, grants, reserve/commit/cancel, and no overspending under concurrency."""
+"""The epsilon ledger's contract: analysts, grants, revokes, caps, renewal, reserve/commit/cancel,
+consistency of the running totals, and no overspending under concurrency.
+
+Every test here takes its ledgers from the ``ledgers`` fixture and runs on SQLite;
+tests/postgres/test_ledger_postgres.py imports them all and runs them again on PostgreSQL, so the
+two stores are held to one contract. What only one store has (files, WAL, the version-1 upgrade,
+schemas, reconnecting) is tested in tests/unit/budget/test_stores.py and in that module.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import math
 import os
-import sqlite3
 import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta, timezone
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta, timezone
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from budget.amounts import decimal_sum
+from budget.amounts import as_decimal, decimal_sum
 from budget.errors import (
     AnalystExistsError,
     BudgetExhaustedError,
@@ -27,12 +38,22 @@ from budget.errors import (
     UnknownAnalystError,
     UnknownReservationError,
 )
-from budget.ledger import Analyst, Balance, Ledger, SpendState
+from budget.ledger import Analyst, Balance, Ledger, SpendState, period_start
 from budget.loss import PrivacyLoss
 
 VERIFIER = "SCRAM-SHA-256$4096:c2FsdHNhbHQ=$c3RvcmVka2V5:c2VydmVya2V5"
 OTHER_VERIFIER = "SCRAM-SHA-256$8192:b3RoZXJzYWx0$b3RoZXJzdG9yZWQ=:b3RoZXJzZXJ2ZXI="
 REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+class Clock:
+    """A clock the test sets by hand (``clock.now = …``), for renewal periods."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
 
 
 def fixed_clock(start: datetime) -> Callable[[], datetime]:
@@ -41,79 +62,128 @@ def fixed_clock(start: datetime) -> Callable[[], datetime]:
     return lambda: start + timedelta(seconds=next(ticks))
 
 
+def _real_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class Ledgers:
+    """Makes fresh, empty ledgers in one store, and opens them again as another process would.
+
+    ``place`` returns a new (location, schema) each call: a file path and None for SQLite, the test
+    server's DSN and a fresh schema for PostgreSQL. Every ledger made here is closed after the test.
+    """
+
+    place: Callable[[], tuple[str, str | None]]
+    opened: list[Ledger] = field(default_factory=list)
+
+    def new(self, *, clock: Callable[[], datetime] = _real_clock) -> Ledger:
+        location, schema = self.place()
+        return self._keep(Ledger.create(location, clock=clock, schema=schema))
+
+    def reopen(self, ledger: Ledger, *, clock: Callable[[], datetime] = _real_clock) -> Ledger:
+        return self._keep(Ledger.open(ledger.location, clock=clock, schema=schema_of(ledger)))
+
+    def create_again(self, ledger: Ledger) -> Ledger:
+        return self._keep(Ledger.create(ledger.location, schema=schema_of(ledger)))
+
+    def close(self) -> None:
+        for ledger in self.opened:
+            ledger.close()
+
+    def _keep(self, ledger: Ledger) -> Ledger:
+        self.opened.append(ledger)
+        return ledger
+
+
+def schema_of(ledger: Ledger) -> str | None:
+    """The PostgreSQL schema of a ledger; None for an SQLite file."""
+    schema: str | None = getattr(ledger.store, "schema", None)
+    return schema
+
+
 @pytest.fixture
-def ledger(tmp_path: Path) -> Ledger:
+def ledgers(tmp_path: Path) -> Iterator[Ledgers]:
+    """SQLite ledgers, one file each (tests/postgres/test_ledger_postgres.py overrides this)."""
+    numbers = itertools.count()
+    made = Ledgers(lambda: (str(tmp_path / f"ledger-{next(numbers)}.sqlite"), None))
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def ledger(ledgers: Ledgers) -> Ledger:
     """A ledger where alice holds epsilon 1.0 and delta 1e-5 on dataset demo."""
-    ledger = Ledger.create(tmp_path / "ledger.sqlite")
+    ledger = ledgers.new()
     ledger.add_analyst("alice", VERIFIER)
     ledger.grant("alice", "demo", PrivacyLoss(1.0, 1e-5))
     return ledger
 
 
-def spend(ledger: Ledger, epsilon: float, delta: float = 0.0, *, dataset: str = "demo") -> int:
-    return ledger.reserve("alice", dataset, PrivacyLoss(epsilon, delta), statement="SELECT COUNT(*) FROM t")
+def spend(
+    ledger: Ledger, epsilon: float, delta: float = 0.0, *, dataset: str = "demo", analyst: str = "alice"
+) -> int:
+    return ledger.reserve(analyst, dataset, PrivacyLoss(epsilon, delta), statement="SELECT COUNT(*) FROM t")
+
+
+def behind_the_back(ledger: Ledger, sql: str) -> None:
+    """Run SQL in the ledger's store as a careless administrator would, bypassing the Ledger."""
+    with ledger.store.transaction(write=True) as tx:
+        tx.execute(sql)
 
 
 # -- the store ------------------------------------------------------------------------------------
 
 
-def test_create_is_idempotent_and_keeps_data(ledger: Ledger) -> None:
-    again = Ledger.create(ledger.path)
+def test_create_is_idempotent_and_keeps_data(ledgers: Ledgers, ledger: Ledger) -> None:
+    again = ledgers.create_again(ledger)
     assert again.balance("alice", "demo").granted_epsilon == 1.0
 
 
-def test_open_finds_an_existing_ledger(ledger: Ledger) -> None:
-    assert Ledger.open(ledger.path).verifier("alice") == VERIFIER
+def test_open_finds_an_existing_ledger(ledgers: Ledgers, ledger: Ledger) -> None:
+    assert ledgers.reopen(ledger).verifier("alice") == VERIFIER
 
 
-def test_open_requires_the_file_to_exist(tmp_path: Path) -> None:
-    missing = tmp_path / "missing.sqlite"
-    with pytest.raises(LedgerStoreError, match=r"no ledger at .*missing\.sqlite; run `veil init-demo`"):
-        Ledger.open(missing)
-    assert not missing.exists()
-
-
-def test_open_refuses_a_file_that_is_not_sqlite(tmp_path: Path) -> None:
-    junk = tmp_path / "notes.txt"
-    junk.write_bytes(b"not a database " * 300)
-    with pytest.raises(LedgerStoreError, match=r"notes\.txt is not a Veil ledger") as raised:
-        Ledger.open(junk)
-    assert "veil init-demo" in (raised.value.hint or "")
-
-
-def test_create_refuses_a_foreign_sqlite_database(tmp_path: Path) -> None:
-    other = tmp_path / "app.sqlite"
-    with sqlite3.connect(other) as conn:
-        conn.execute("CREATE TABLE users (id INTEGER)")
-    conn.close()
-    with pytest.raises(LedgerStoreError, match=r"app\.sqlite is not a Veil ledger \(it already holds"):
-        Ledger.create(other)
-
-
-def test_open_refuses_a_newer_schema(ledger: Ledger) -> None:
-    with sqlite3.connect(ledger.path) as conn:
-        conn.execute("UPDATE schema_version SET version = 99")
-    conn.close()
-    with pytest.raises(LedgerStoreError, match="schema version 99"):
-        Ledger.open(ledger.path)
-
-
-def test_uses_wal_journal_mode(ledger: Ledger) -> None:
-    conn = sqlite3.connect(ledger.path)
-    try:
-        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-    finally:
-        conn.close()
+def test_open_refuses_a_newer_schema(ledgers: Ledgers, ledger: Ledger) -> None:
+    behind_the_back(ledger, "UPDATE schema_version SET version = 99")
+    with pytest.raises(LedgerStoreError, match="schema version 99; this Veil reads up to 2"):
+        ledgers.reopen(ledger)
 
 
 def test_spends_cannot_be_deleted_behind_the_ledgers_back(ledger: Ledger) -> None:
     spend(ledger, 0.5)
-    conn = sqlite3.connect(ledger.path)
-    try:
-        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
-            conn.execute("DELETE FROM spends")
-    finally:
-        conn.close()
+    with pytest.raises(LedgerStoreError, match="spends are append-only"):
+        behind_the_back(ledger, "DELETE FROM spends")
+    assert ledger.balance("alice", "demo").spent_epsilon == 0.5
+
+
+@pytest.mark.parametrize("table", ["grants", "caps"])
+@pytest.mark.parametrize("edit", ["DELETE FROM {table}", "UPDATE {table} SET epsilon = 100"])
+def test_grants_and_caps_are_append_only(ledger: Ledger, table: str, edit: str) -> None:
+    ledger.set_cap("demo", PrivacyLoss(5.0))
+    with pytest.raises(LedgerStoreError, match=f"{table} are append-only"):
+        behind_the_back(ledger, edit.format(table=table))
+    assert ledger.balance("alice", "demo").granted_epsilon == 1.0
+    assert ledger.cap("demo").cap_epsilon == 5.0
+
+
+def test_a_reserved_spend_cannot_be_made_cheaper_behind_the_ledgers_back(ledger: Ledger) -> None:
+    spend(ledger, 0.5)
+    with pytest.raises(LedgerStoreError, match="only a reserved spend may change, and only its state"):
+        behind_the_back(ledger, "UPDATE spends SET epsilon = 0.01")
+
+
+def test_a_committed_spend_cannot_be_reopened_behind_the_ledgers_back(ledger: Ledger) -> None:
+    ledger.commit(spend(ledger, 0.5))
+    with pytest.raises(LedgerStoreError, match="only a reserved spend may change"):
+        behind_the_back(ledger, "UPDATE spends SET state = 'reserved'")
+
+
+def test_the_ledger_keeps_working_after_a_refused_statement(ledger: Ledger) -> None:
+    with pytest.raises(LedgerStoreError):
+        behind_the_back(ledger, "DELETE FROM grants")
+    spend(ledger, 0.25)
+    assert ledger.balance("alice", "demo").spent_epsilon == 0.25
 
 
 # -- analysts -------------------------------------------------------------------------------------
@@ -154,9 +224,9 @@ def test_accepts_names_of_letters_digits_and_punctuation(ledger: Ledger) -> None
     assert ledger.verifier(name) == VERIFIER
 
 
-def test_list_analysts_is_sorted_and_timestamped_by_the_clock(tmp_path: Path) -> None:
+def test_list_analysts_is_sorted_and_timestamped_by_the_clock(ledgers: Ledgers) -> None:
     start = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
-    ledger = Ledger.create(tmp_path / "ledger.sqlite", clock=fixed_clock(start))
+    ledger = ledgers.new(clock=fixed_clock(start))
     ledger.add_analyst("zed", VERIFIER)
     ledger.add_analyst("amy", VERIFIER)
     assert ledger.list_analysts() == [
@@ -165,9 +235,20 @@ def test_list_analysts_is_sorted_and_timestamped_by_the_clock(tmp_path: Path) ->
     ]
 
 
-def test_timestamps_are_stored_in_utc(tmp_path: Path) -> None:
+def test_names_sort_byte_by_byte_in_every_store(ledger: Ledger) -> None:
+    """A linguistic collation would put "amy" next to "Amy" and ignore punctuation."""
+    names = ["amy", "Zed", "_x", "Amy", "a.b", "a-c", "B"]
+    for name in names:
+        ledger.add_analyst(name, VERIFIER)
+        ledger.grant(name, "demo", PrivacyLoss(1.0))
+    expected = sorted([*names, "alice"], key=str.encode)
+    assert [analyst.name for analyst in ledger.list_analysts()] == expected
+    assert [balance.analyst for balance in ledger.balances()] == expected
+
+
+def test_timestamps_are_stored_in_utc(ledgers: Ledgers) -> None:
     tokyo = timezone(timedelta(hours=9))
-    ledger = Ledger.create(tmp_path / "ledger.sqlite", clock=lambda: datetime(2024, 5, 1, 9, tzinfo=tokyo))
+    ledger = ledgers.new(clock=lambda: datetime(2024, 5, 1, 9, tzinfo=tokyo))
     created = ledger.add_analyst("amy", VERIFIER).created_at
     assert created == datetime(2024, 5, 1, 0, tzinfo=UTC)
     assert created.utcoffset() == timedelta(0)
@@ -236,6 +317,248 @@ def test_balances_of_one_analyst(ledger: Ledger) -> None:
     assert [b.dataset for b in ledger.balances("bob")] == ["sales"]
 
 
+# -- revoking -------------------------------------------------------------------------------------
+
+
+def test_revoke_takes_back_part_of_a_grant(ledger: Ledger) -> None:
+    spend(ledger, 0.25)
+    balance = ledger.revoke("alice", "demo", PrivacyLoss(0.5))
+    assert (balance.granted_epsilon, balance.spent_epsilon, balance.remaining_epsilon) == (0.5, 0.25, 0.25)
+    assert balance.granted_delta == 1e-5  # a revoke of epsilon only leaves delta alone
+    spend(ledger, 0.25)
+    with pytest.raises(BudgetExhaustedError, match=r"only epsilon 0\.0 and delta 0\.00001 remains"):
+        spend(ledger, 0.01)
+
+
+def test_revoke_of_delta_takes_back_delta(ledger: Ledger) -> None:
+    balance = ledger.revoke("alice", "demo", PrivacyLoss(0.1, 4e-6))
+    assert (balance.granted_epsilon, balance.granted_delta) == (0.9, 6e-6)
+    with pytest.raises(BudgetExhaustedError, match="delta"):
+        spend(ledger, 0.1, 7e-6)
+
+
+def test_revoke_without_an_amount_takes_back_everything_unspent(ledger: Ledger) -> None:
+    spend(ledger, 0.3, 2e-6)
+    balance = ledger.revoke("alice", "demo")
+    assert (balance.granted_epsilon, balance.spent_epsilon, balance.remaining_epsilon) == (0.3, 0.3, 0.0)
+    assert (balance.granted_delta, balance.remaining_delta) == (2e-6, 0.0)
+    with pytest.raises(BudgetExhaustedError):
+        spend(ledger, 0.01)
+
+
+def test_revoke_cannot_take_back_what_was_spent(ledger: Ledger) -> None:
+    spend(ledger, 0.75)
+    balance = ledger.revoke("alice", "demo", PrivacyLoss(0.5))
+    assert (balance.granted_epsilon, balance.spent_epsilon, balance.remaining_epsilon) == (0.75, 0.75, 0.0)
+
+
+def test_a_grant_after_a_full_revoke_starts_from_what_was_spent(ledger: Ledger) -> None:
+    spend(ledger, 0.4)
+    ledger.revoke("alice", "demo")
+    balance = ledger.grant("alice", "demo", PrivacyLoss(0.5))
+    assert (balance.granted_epsilon, balance.remaining_epsilon) == (0.9, 0.5)
+
+
+def test_revoke_from_an_unknown_analyst_is_refused(ledger: Ledger) -> None:
+    with pytest.raises(UnknownAnalystError, match='analyst "bob" does not exist'):
+        ledger.revoke("bob", "demo")
+
+
+def test_a_cancelled_reservation_can_be_revoked_afterwards(ledger: Ledger) -> None:
+    ledger.cancel(spend(ledger, 0.6))
+    assert ledger.revoke("alice", "demo").granted_epsilon == 0.0
+
+
+# -- dataset caps ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def capped(ledger: Ledger) -> Ledger:
+    """alice and bob each hold epsilon 1.0 on demo, which is capped at 1.0 for both together."""
+    ledger.add_analyst("bob", VERIFIER)
+    ledger.grant("bob", "demo", PrivacyLoss(1.0, 1e-5))
+    ledger.set_cap("demo", PrivacyLoss(1.0, 1e-5))
+    return ledger
+
+
+def test_two_analysts_together_cannot_exceed_the_cap(capped: Ledger) -> None:
+    answered = 0
+    for analyst in itertools.islice(itertools.cycle(["alice", "bob"]), 14):
+        with contextlib.suppress(BudgetExhaustedError):
+            spend(capped, 0.1, analyst=analyst)
+            answered += 1
+    assert answered == 10
+    assert capped.cap("demo").spent_epsilon == 1.0
+    assert capped.balance("alice", "demo").spent_epsilon == 0.5
+    assert capped.balance("bob", "demo").spent_epsilon == 0.5
+
+
+def test_the_cap_refusal_names_the_dataset(capped: Ledger) -> None:
+    spend(capped, 0.7)
+    with pytest.raises(
+        BudgetExhaustedError,
+        match=r'^privacy budget exhausted: dataset "demo" is capped at epsilon 1\.0 and delta 0\.00001 '
+        r"across all analysts, and epsilon 0\.4 more would exceed it$",
+    ) as refused:
+        spend(capped, 0.4, analyst="bob")
+    assert "veil budget cap" in (refused.value.hint or "")
+    assert capped.balance("bob", "demo").spent_epsilon == 0.0
+
+
+def test_the_cap_counts_delta_too(capped: Ledger) -> None:
+    spend(capped, 0.1, 8e-6)
+    with pytest.raises(BudgetExhaustedError, match='dataset "demo" is capped'):
+        spend(capped, 0.1, 4e-6, analyst="bob")
+
+
+def test_an_analysts_grant_still_binds_under_a_larger_cap(ledger: Ledger) -> None:
+    ledger.set_cap("demo", PrivacyLoss(10.0))
+    spend(ledger, 1.0)
+    with pytest.raises(BudgetExhaustedError, match='analyst "alice" asked for'):
+        spend(ledger, 0.1)
+
+
+def test_a_cap_on_another_dataset_does_not_apply(ledger: Ledger) -> None:
+    ledger.set_cap("sales", PrivacyLoss(0.1))
+    spend(ledger, 0.5)
+    assert ledger.cap("sales").spent_epsilon == 0.0
+
+
+def test_removing_the_cap_lifts_it(capped: Ledger) -> None:
+    spend(capped, 1.0)
+    capped.set_cap("demo", None)
+    spend(capped, 0.5, analyst="bob")
+    assert capped.cap("demo").cap_epsilon is None
+    assert capped.cap("demo").spent_epsilon == 1.5
+
+
+def test_a_cap_below_what_was_spent_refuses_everything(ledger: Ledger) -> None:
+    spend(ledger, 0.5)
+    ledger.set_cap("demo", PrivacyLoss(0.25))
+    with pytest.raises(BudgetExhaustedError, match=r'dataset "demo" is capped at epsilon 0\.25'):
+        spend(ledger, 0.01)
+
+
+def test_caps_lists_every_capped_dataset_with_its_spending(capped: Ledger) -> None:
+    capped.set_cap("sales", PrivacyLoss(2.0))
+    spend(capped, 0.3)
+    spend(capped, 0.2, analyst="bob")
+    assert [(cap.dataset, cap.cap_epsilon, cap.spent_epsilon) for cap in capped.caps()] == [
+        ("demo", 1.0, 0.5),
+        ("sales", 2.0, 0.0),
+    ]
+
+
+def test_cap_needs_positive_epsilon(ledger: Ledger) -> None:
+    with pytest.raises(InvalidBudgetError, match="a cap needs epsilon > 0"):
+        ledger.set_cap("demo", PrivacyLoss(0.0))
+
+
+# -- renewal --------------------------------------------------------------------------------------
+
+
+def renewing(ledgers: Ledgers, now: datetime, renewal: str | None) -> tuple[Ledger, Clock]:
+    clock = Clock(now)
+    ledger = ledgers.new(clock=clock)
+    ledger.add_analyst("alice", VERIFIER)
+    ledger.grant("alice", "demo", PrivacyLoss(1.0), renewal=renewal)
+    return ledger, clock
+
+
+def test_a_monthly_grant_renews_on_the_first_of_the_month(ledgers: Ledgers) -> None:
+    ledger, clock = renewing(ledgers, datetime(2024, 1, 15, tzinfo=UTC), "month")
+    spend(ledger, 1.0)
+    clock.now = datetime(2024, 1, 31, 23, 59, 59, tzinfo=UTC)
+    with pytest.raises(BudgetExhaustedError):
+        spend(ledger, 0.1)
+    clock.now = datetime(2024, 2, 1, tzinfo=UTC)
+    balance = ledger.balance("alice", "demo")
+    assert (balance.spent_epsilon, balance.remaining_epsilon) == (0.0, 1.0)
+    assert (balance.renewal, balance.period_start) == ("month", date(2024, 2, 1))
+    spend(ledger, 1.0)
+    assert [s.period for s in ledger.history("alice")] == ["2024-01-01", "2024-02-01"]
+
+
+def test_a_weekly_grant_renews_on_monday(ledgers: Ledgers) -> None:
+    ledger, clock = renewing(ledgers, datetime(2024, 6, 5, 12, tzinfo=UTC), "week")  # a Wednesday
+    spend(ledger, 1.0)
+    clock.now = datetime(2024, 6, 9, 23, 59, tzinfo=UTC)  # Sunday: still the same week
+    assert ledger.balance("alice", "demo").period_start == date(2024, 6, 3)
+    with pytest.raises(BudgetExhaustedError):
+        spend(ledger, 0.1)
+    clock.now = datetime(2024, 6, 10, tzinfo=UTC)  # Monday
+    assert ledger.balance("alice", "demo").period_start == date(2024, 6, 10)
+    spend(ledger, 1.0)
+
+
+def test_a_daily_grant_renews_at_midnight_utc(ledgers: Ledgers) -> None:
+    ledger, clock = renewing(ledgers, datetime(2024, 3, 1, 23, 30, tzinfo=UTC), "day")
+    spend(ledger, 1.0)
+    clock.now = datetime(2024, 3, 2, 0, 0, tzinfo=UTC)
+    spend(ledger, 1.0)
+
+
+def test_renewal_periods_follow_utc_not_the_clocks_zone(ledgers: Ledgers) -> None:
+    ledger, clock = renewing(ledgers, datetime(2024, 1, 20, tzinfo=UTC), "month")
+    spend(ledger, 1.0)
+    clock.now = datetime(2024, 2, 1, 8, 0, tzinfo=timezone(timedelta(hours=9)))  # Jan 31, 23:00 UTC
+    with pytest.raises(BudgetExhaustedError):
+        spend(ledger, 0.1)
+
+
+def test_a_grant_without_renewal_never_renews_and_grants_accumulate(ledgers: Ledgers) -> None:
+    ledger, clock = renewing(ledgers, datetime(2024, 1, 15, tzinfo=UTC), None)
+    spend(ledger, 1.0)
+    clock.now = datetime(2024, 2, 15, tzinfo=UTC)
+    with pytest.raises(BudgetExhaustedError):
+        spend(ledger, 0.1)
+    balance = ledger.grant("alice", "demo", PrivacyLoss(0.5))
+    assert (balance.granted_epsilon, balance.spent_epsilon, balance.remaining_epsilon) == (1.5, 1.0, 0.5)
+    assert (balance.renewal, balance.period_start) == (None, None)
+
+
+def test_the_dataset_cap_does_not_renew(ledgers: Ledgers) -> None:
+    ledger, clock = renewing(ledgers, datetime(2024, 1, 15, tzinfo=UTC), "month")
+    ledger.set_cap("demo", PrivacyLoss(1.5))
+    spend(ledger, 1.0)
+    clock.now = datetime(2024, 2, 15, tzinfo=UTC)
+    spend(ledger, 0.5)
+    with pytest.raises(BudgetExhaustedError, match='dataset "demo" is capped'):
+        spend(ledger, 0.1)
+
+
+def test_cancel_in_a_later_period_gives_back_to_the_period_reserved_in(ledgers: Ledgers) -> None:
+    ledger, clock = renewing(ledgers, datetime(2024, 1, 31, 23, 0, tzinfo=UTC), "month")
+    reservation = spend(ledger, 0.6)
+    clock.now = datetime(2024, 2, 1, 1, 0, tzinfo=UTC)
+    spend(ledger, 0.3)
+    ledger.cancel(reservation)
+    assert ledger.balance("alice", "demo").spent_epsilon == 0.3  # February is untouched
+    clock.now = datetime(2024, 1, 31, 23, 30, tzinfo=UTC)
+    assert ledger.balance("alice", "demo").spent_epsilon == 0.0  # January got it back
+    assert ledger.verify() == []
+
+
+def test_unknown_renewal_is_refused(ledger: Ledger) -> None:
+    with pytest.raises(InvalidBudgetError, match="unknown renewal period 'year'"):
+        ledger.grant("alice", "demo", PrivacyLoss(1.0), renewal="year")
+
+
+@pytest.mark.parametrize(
+    ("renewal", "day", "start"),
+    [
+        ("month", date(2024, 2, 29), "2024-02-01"),
+        ("week", date(2024, 1, 1), "2024-01-01"),  # a Monday
+        ("week", date(2023, 12, 31), "2023-12-25"),  # a Sunday: the week began the Monday before
+        ("day", date(2024, 7, 4), "2024-07-04"),
+        (None, date(2024, 7, 4), ""),
+    ],
+)
+def test_period_start(renewal: str | None, day: date, start: str) -> None:
+    now = datetime(day.year, day.month, day.day, 13, tzinfo=UTC)
+    assert period_start(renewal, now) == start
+
+
 # -- spending -------------------------------------------------------------------------------------
 
 
@@ -253,6 +576,7 @@ def test_overspend_is_refused_and_spends_nothing(ledger: Ledger) -> None:
         spend(ledger, 0.5)
     assert ledger.balance("alice", "demo") == before
     assert len(ledger.history("alice")) == 1
+    assert ledger.verify() == []
 
 
 def test_exhausted_error_says_what_was_asked_and_what_remains(ledger: Ledger) -> None:
@@ -313,16 +637,27 @@ def test_cancel_releases_the_reservation(ledger: Ledger) -> None:
     spend(ledger, 1.0)
 
 
+def test_cancel_restores_every_total(capped: Ledger) -> None:
+    spend(capped, 0.2, 1e-6)
+    before = (capped.balance("alice", "demo"), capped.balance("bob", "demo"), capped.cap("demo"))
+    capped.cancel(spend(capped, 0.3, 2e-6, analyst="bob"))
+    after = (capped.balance("alice", "demo"), capped.balance("bob", "demo"), capped.cap("demo"))
+    assert after == before
+    assert after[1].releases == 0
+    assert capped.verify() == []
+
+
 def test_commit_keeps_the_charge(ledger: Ledger) -> None:
     ledger.commit(spend(ledger, 0.5))
     assert ledger.balance("alice", "demo").spent_epsilon == 0.5
 
 
-def test_reserved_but_not_committed_counts_as_spent_after_a_crash(ledger: Ledger) -> None:
+def test_reserved_but_not_committed_counts_as_spent_after_a_crash(ledgers: Ledgers, ledger: Ledger) -> None:
     spend(ledger, 0.5)
-    restarted = Ledger.open(ledger.path)
+    restarted = ledgers.reopen(ledger)
     assert restarted.balance("alice", "demo").spent_epsilon == 0.5
     assert [s.state for s in restarted.history("alice")] == [SpendState.RESERVED]
+    assert restarted.verify() == []
 
 
 @pytest.mark.parametrize("close", [Ledger.commit, Ledger.cancel])
@@ -342,9 +677,9 @@ def test_unknown_reservation_is_refused(ledger: Ledger) -> None:
         ledger.cancel(42)
 
 
-def test_history_records_every_state_in_order(tmp_path: Path) -> None:
+def test_history_records_every_state_in_order(ledgers: Ledgers) -> None:
     start = datetime(2024, 5, 1, tzinfo=UTC)
-    ledger = Ledger.create(tmp_path / "ledger.sqlite", clock=fixed_clock(start))
+    ledger = ledgers.new(clock=fixed_clock(start))
     ledger.add_analyst("alice", VERIFIER)
     ledger.grant("alice", "demo", PrivacyLoss(1.0))
     ledger.commit(first := spend(ledger, 0.1))
@@ -369,23 +704,69 @@ def test_history_filters_by_dataset(ledger: Ledger) -> None:
     assert len(ledger.history("alice")) == 2
 
 
+# -- consistency ----------------------------------------------------------------------------------
+
+
+def test_verify_finds_a_total_changed_behind_the_ledgers_back(ledger: Ledger) -> None:
+    spend(ledger, 0.5)
+    behind_the_back(ledger, "UPDATE totals SET epsilon = '0.25' WHERE analyst = 'alice'")
+    problems = ledger.verify()
+    assert len(problems) == 1
+    assert "('alice', 'demo', '')" in problems[0]
+
+
+def test_verify_sees_one_consistent_moment_while_others_spend(ledger: Ledger) -> None:
+    """verify() reads the spends and the totals in two statements; a reservation committed in
+    between must not look like a broken total."""
+    ledger.grant("alice", "demo", PrivacyLoss(100.0))
+    done = threading.Event()
+
+    def keep_spending() -> None:
+        while not done.is_set():
+            ledger.commit(spend(ledger, 0.001))
+
+    spenders = [threading.Thread(target=keep_spending) for _ in range(2)]
+    for spender in spenders:
+        spender.start()
+    try:
+        reports = [ledger.verify() for _ in range(40)]
+    finally:
+        done.set()
+        for spender in spenders:
+            spender.join()
+    assert [problems for problems in reports if problems] == []
+
+
+def test_rebuild_totals_repairs_them(ledger: Ledger) -> None:
+    ledger.commit(spend(ledger, 0.5))
+    behind_the_back(ledger, "DELETE FROM totals")
+    ledger.rebuild_totals()
+    assert ledger.verify() == []
+    assert ledger.balance("alice", "demo").spent_epsilon == 0.5
+
+
 # -- concurrency ----------------------------------------------------------------------------------
 
 
-def race(ledgers: list[Ledger], attempts: int, epsilon: float) -> int:
+def race(
+    ledgers: list[Ledger], attempts: int, epsilon: float, *, analysts: tuple[str, ...] = ("alice",)
+) -> int:
     """``attempts`` threads, all released at once, each reserving ``epsilon``; returns how many got it."""
     barrier = threading.Barrier(attempts)
     successes: list[int] = []
     refusals: list[BudgetExhaustedError] = []
 
-    def attempt(ledger: Ledger) -> None:
+    def attempt(ledger: Ledger, analyst: str) -> None:
         barrier.wait()
         try:
-            successes.append(ledger.reserve("alice", "demo", PrivacyLoss(epsilon), statement="race"))
+            successes.append(ledger.reserve(analyst, "demo", PrivacyLoss(epsilon), statement="race"))
         except BudgetExhaustedError as refused:
             refusals.append(refused)
 
-    threads = [threading.Thread(target=attempt, args=(ledgers[i % len(ledgers)],)) for i in range(attempts)]
+    threads = [
+        threading.Thread(target=attempt, args=(ledgers[i % len(ledgers)], analysts[i % len(analysts)]))
+        for i in range(attempts)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -397,88 +778,182 @@ def race(ledgers: list[Ledger], attempts: int, epsilon: float) -> int:
 def test_fifty_threads_never_overspend(ledger: Ledger) -> None:
     assert race([ledger], attempts=50, epsilon=0.1) == 10
     balance = ledger.balance("alice", "demo")
-    assert balance.spent_epsilon <= balance.granted_epsilon
+    assert balance.spent_epsilon == balance.granted_epsilon == 1.0
+    assert ledger.verify() == []
 
 
-def test_two_ledger_objects_on_one_file_never_overspend(ledger: Ledger) -> None:
-    assert race([ledger, Ledger.open(ledger.path)], attempts=30, epsilon=0.1) == 10
-    balance = Ledger.open(ledger.path).balance("alice", "demo")
-    assert balance.spent_epsilon <= balance.granted_epsilon
+def test_two_ledger_objects_on_one_store_never_overspend(ledgers: Ledgers, ledger: Ledger) -> None:
+    assert race([ledger, ledgers.reopen(ledger)], attempts=30, epsilon=0.1) == 10
+    balance = ledgers.reopen(ledger).balance("alice", "demo")
+    assert balance.spent_epsilon == balance.granted_epsilon
+
+
+def test_threads_of_two_analysts_never_exceed_the_cap(capped: Ledger) -> None:
+    assert race([capped], attempts=40, epsilon=0.1, analysts=("alice", "bob")) == 10
+    assert capped.cap("demo").spent_epsilon == 1.0
+    assert capped.verify() == []
+
+
+@pytest.mark.parametrize("closes", [["cancel"] * 8, ["commit", "cancel"] * 4])
+def test_a_reservation_closed_by_many_threads_at_once_closes_once(ledger: Ledger, closes: list[str]) -> None:
+    """One wins; the others are told the reservation is no longer open (not a store error)."""
+    reservation = spend(ledger, 0.5)
+    barrier = threading.Barrier(len(closes))
+    outcomes: list[str] = []
+
+    def close(action: str) -> None:
+        barrier.wait()
+        try:
+            getattr(ledger, action)(reservation)
+            outcomes.append(action)
+        except UnknownReservationError:
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=close, args=(action,)) for action in closes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert outcomes.count("refused") == len(closes) - 1
+    (final,) = ledger.history("alice")
+    expected_spent = 0.0 if final.state == SpendState.CANCELLED else 0.5
+    assert ledger.balance("alice", "demo").spent_epsilon == expected_spent
+    assert ledger.verify() == []
 
 
 PROCESS_WORKER = textwrap.dedent(
     """
     import sys
-    from pathlib import Path
+    import threading
+
     from budget.errors import BudgetExhaustedError
     from budget.ledger import Ledger
     from budget.loss import PrivacyLoss
 
-    ledger = Ledger.open(Path(sys.argv[1]))
-    won = 0
-    for _ in range(8):
-        try:
-            ledger.reserve("alice", "demo", PrivacyLoss(0.1), statement="process")
-            won += 1
-        except BudgetExhaustedError:
-            pass
-    print(won)
+    location, schema, threads, attempts = sys.argv[1], sys.argv[2] or None, int(sys.argv[3]), int(sys.argv[4])
+    ledger = Ledger.open(location, schema=schema)
+    go = threading.Event()
+    won = []
+
+    def work():
+        go.wait()
+        for _ in range(attempts):
+            try:
+                won.append(ledger.reserve("alice", "demo", PrivacyLoss(0.1), statement="process"))
+            except BudgetExhaustedError:
+                pass
+
+    workers = [threading.Thread(target=work) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    print("ready", flush=True)
+    sys.stdin.readline()
+    go.set()
+    for worker in workers:
+        worker.join()
+    ledger.close()
+    print(len(won), flush=True)
     """
 )
+PROCESSES, THREADS_PER_PROCESS, ATTEMPTS_PER_THREAD = 4, 4, 4
 
 
-def test_separate_processes_never_overspend(ledger: Ledger) -> None:
+def test_threads_in_separate_processes_never_overspend(ledgers: Ledgers, ledger: Ledger) -> None:
+    """4 processes × 4 threads × 4 attempts of 0.1 against a grant of 1.0, all let go at once."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    arguments = [ledger.location, schema_of(ledger) or "", str(THREADS_PER_PROCESS), str(ATTEMPTS_PER_THREAD)]
     workers = [
         subprocess.Popen(
-            [sys.executable, "-c", PROCESS_WORKER, str(ledger.path)],
+            [sys.executable, "-c", PROCESS_WORKER, *arguments],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
             env=env,
         )
-        for _ in range(4)
+        for _ in range(PROCESSES)
     ]
-    won = [int(worker.communicate(timeout=60)[0]) for worker in workers]
+    try:
+        for worker in workers:
+            assert worker.stdout is not None and worker.stdout.readline() == "ready\n"
+        won = [int(worker.communicate("go\n", timeout=60)[0]) for worker in workers]
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+    assert [worker.returncode for worker in workers] == [0] * PROCESSES
     assert sum(won) == 10
-    assert ledger.balance("alice", "demo").spent_epsilon <= 1.0
+    restarted = ledgers.reopen(ledger)
+    assert restarted.balance("alice", "demo").spent_epsilon == 1.0
+    assert len(restarted.history("alice")) == 10
+    assert restarted.verify() == []
 
 
-# -- property -------------------------------------------------------------------------------------
+# -- properties -----------------------------------------------------------------------------------
 
 operations = st.lists(
     st.one_of(
         st.tuples(
             st.just("reserve"),
+            st.sampled_from(["alice", "bob"]),
             st.floats(min_value=0.01, max_value=0.7, allow_nan=False),
             st.sampled_from([0.0, 1e-6, 4e-6]),
         ),
-        st.tuples(st.sampled_from(["commit", "cancel"]), st.integers(0, 20), st.just(0.0)),
+        st.tuples(st.sampled_from(["commit", "cancel"]), st.just(""), st.integers(0, 20), st.just(0.0)),
+        st.tuples(
+            st.sampled_from(["grant", "revoke"]),
+            st.sampled_from(["alice", "bob"]),
+            st.sampled_from([0.0, 0.1, 0.35, 1.0]),  # 0.0: revoke everything unspent
+            st.just(0.0),
+        ),
+        st.tuples(st.just("cap"), st.just(""), st.sampled_from([0.0, 0.5, 1.5, 3.0]), st.just(0.0)),
+        st.tuples(st.just("tick"), st.just(""), st.sampled_from([1, 12, 24 * 9]), st.just(0.0)),
     ),
-    max_size=12,
+    max_size=15,
 )
 
 
-@settings(max_examples=30, deadline=None, database=None)
+def smallest_float_at_least(amount: Decimal) -> float:
+    """What the ledger reports as spent: never below the exact decimal sum (read as a decimal)."""
+    value = float(amount)
+    return value if as_decimal(value) >= amount else math.nextafter(value, math.inf)
+
+
+@settings(
+    max_examples=25, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(grant=st.floats(min_value=0.1, max_value=2.0, allow_nan=False), steps=operations)
-def test_no_sequence_of_operations_overspends(
-    tmp_path_factory: pytest.TempPathFactory, grant: float, steps: list[tuple[str, float, float]]
+def test_no_sequence_of_operations_overspends_or_breaks_the_totals(
+    ledgers: Ledgers, grant: float, steps: list[tuple[str, str, float, float]]
 ) -> None:
-    ledger = Ledger.create(tmp_path_factory.mktemp("property") / "ledger.sqlite")
-    ledger.add_analyst("alice", VERIFIER)
-    ledger.grant("alice", "demo", PrivacyLoss(grant, 1e-5))
-    counting: dict[int, float] = {}  # reserved or committed: what the ledger must count as spent
+    """alice's grant renews monthly, bob's never; the clock starts two days before a month ends.
+
+    After every step the balances agree with a model of the counting spends (exact decimals), no
+    balance exceeds its grant, no accepted reservation took the dataset past its cap, and at the
+    end :meth:`Ledger.verify` finds every running total equal to what the spends say.
+    """
+    clock = Clock(datetime(2024, 1, 30, 12, tzinfo=UTC))
+    ledger = ledgers.new(clock=clock)
+    renewal = {"alice": "month", "bob": None}
+    for analyst in renewal:
+        ledger.add_analyst(analyst, VERIFIER)
+        ledger.grant(analyst, "demo", PrivacyLoss(grant, 1e-5), renewal=renewal[analyst])
+    counting: dict[int, tuple[str, str, float]] = {}  # reserved or committed: (analyst, period, ε)
     still_open: set[int] = set()
     reservations: list[int] = []
-    for action, amount, delta in steps:
+    cap: Decimal | None = None
+    for action, analyst, amount, delta in steps:
         if action == "reserve":
             try:
-                reservation = spend(ledger, amount, delta)
+                reservation = spend(ledger, amount, delta, analyst=analyst)
             except BudgetExhaustedError:
                 continue
             reservations.append(reservation)
             still_open.add(reservation)
-            counting[reservation] = amount
-        elif reservations:
+            counting[reservation] = (analyst, period_start(renewal[analyst], clock.now), amount)
+            if cap is not None:
+                assert decimal_sum(e for _, _, e in counting.values()) <= cap
+        elif action in ("commit", "cancel") and reservations:
             reservation = reservations[int(amount) % len(reservations)]
             if reservation not in still_open:
                 with pytest.raises(UnknownReservationError):
@@ -488,10 +963,24 @@ def test_no_sequence_of_operations_overspends(
             still_open.remove(reservation)
             if action == "cancel":
                 del counting[reservation]
-        balance = ledger.balance("alice", "demo")
-        assert balance.spent_epsilon <= balance.granted_epsilon
-        assert balance.spent_delta <= balance.granted_delta
-        assert balance.spent_epsilon == float(decimal_sum(counting.values()))  # exact decimals
-    remaining = ledger.balance("alice", "demo")
-    if remaining.remaining_epsilon > 0:
-        spend(ledger, remaining.remaining_epsilon, remaining.remaining_delta)
+        elif action == "grant":
+            ledger.grant(analyst, "demo", PrivacyLoss(amount or 0.2), renewal=renewal[analyst])
+        elif action == "revoke":
+            ledger.revoke(analyst, "demo", PrivacyLoss(amount) if amount else None)
+        elif action == "cap":
+            ledger.set_cap("demo", PrivacyLoss(amount) if amount else None)
+            cap = Decimal(repr(amount)) if amount else None
+        elif action == "tick":
+            clock.now += timedelta(hours=amount)
+        for name in renewal:
+            balance = ledger.balance(name, "demo")
+            period = period_start(renewal[name], clock.now)
+            assert balance.spent_epsilon <= balance.granted_epsilon
+            assert balance.spent_delta <= balance.granted_delta
+            spent = decimal_sum(e for who, p, e in counting.values() if (who, p) == (name, period))
+            assert balance.spent_epsilon == smallest_float_at_least(spent)  # exact decimals, rounded up
+        assert ledger.cap("demo").spent_epsilon == smallest_float_at_least(
+            decimal_sum(e for _, _, e in counting.values())
+        )
+    assert ledger.verify() == []
+    ledger.close()
