@@ -21,7 +21,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -71,10 +71,34 @@ class SQLiteStore:
         self._uri = f"{self.path.resolve().as_uri()}" + ("?mode=rwc" if create else "?mode=rw")
         self._local = threading.local()
         self._lock = threading.Lock()
+        self._writer = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
 
     @contextmanager
     def transaction(self, *, write: bool, durable: bool = True) -> Iterator[Transaction]:
+        with (
+            self._one_writer() if write else nullcontext(),
+            self._transaction(write=write, durable=durable) as transaction,
+        ):
+            yield transaction
+
+    @contextmanager
+    def _one_writer(self) -> Iterator[None]:
+        """Threads of this process queue for SQLite's write lock here, in turn. SQLite makes a writer
+        that finds the lock taken sleep and retry (its busy handler), so with many threads most of
+        the time goes to sleeping while the lock is free; other processes still wait that way."""
+        if not self._writer.acquire(timeout=BUSY_TIMEOUT_SECONDS):
+            raise LedgerStoreError(
+                f"cannot use the ledger at {self.location}: another thread held it for {BUSY_TIMEOUT_SECONDS:g} s",
+                hint="check for a stuck veil process",
+            )
+        try:
+            yield
+        finally:
+            self._writer.release()
+
+    @contextmanager
+    def _transaction(self, *, write: bool, durable: bool) -> Iterator[Transaction]:
         connection = self._connection()
         try:
             connection.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")

@@ -34,6 +34,17 @@ candidates with u_r <= H - (2Δ/ε)·(ln(|Y|/|Y_H|) + t) gives
 
     Pr[ u(released) <= H - (2Δ/ε)·(ln(|Y|/|Y_H|) + t) ] <= e^(-t).
 
+Monotone scores (``monotone=True``): when adding one privacy unit can only raise every score (or leave it)
+and removing one can only lower them — as for counts, the scores of MODE — the factor 2 is not needed:
+accept with probability exp(-ε·(u* - u_r)/Δ). Permute-and-flip with acceptance exp(-λ·gap) has the
+distribution of report-noisy-max with exponential noise of scale 1/λ (Ding et al., "The permute-and-flip
+mechanism is identical to report-noisy-max with exponential noise", arXiv:2105.07260, 2021), and
+report-noisy-max of monotone scores of sensitivity Δ is ε-DP at scale Δ/ε [derived, as for counting
+queries in Dwork & Roth 2014, Claim 3.9]: fix the other candidates' noise; candidate i wins iff its noise
+exceeds r* = max_{j≠i}(u_j + Z_j) - u_i, and since all scores move the same way by at most Δ, r* moves
+by at most Δ, which changes the exponential tail probability by at most a factor e^ε. Utility improves
+accordingly: the shortfall above is halved, (Δ/ε)·(ln(|Y|/|Y_H|) + t).
+
 Cost: the walk stops at the latest at the first top candidate, so the expected number of candidates visited
 is at most (|Y| + 1)/(|Y_H| + 1) (the expected position of the first of |Y_H| marked items in a random
 order of |Y|). The worst case is one candidate far above all the others: about |Y|/2 visits. Each visit
@@ -63,17 +74,24 @@ Score = int | Fraction
 
 
 def exponential_mechanism(
-    scores: Sequence[Score], *, sensitivity: int | Fraction | float, epsilon: float, rng: RandomSource
+    scores: Sequence[Score],
+    *,
+    sensitivity: int | Fraction | float,
+    epsilon: float,
+    rng: RandomSource,
+    monotone: bool = False,
 ) -> int:
     """The index of a candidate chosen by permute-and-flip: ε-DP if every score has sensitivity <= Δ.
 
     ``scores[r]`` is the utility of candidate r (higher is better); ``sensitivity`` is Δ, the most one
     privacy unit can change any single score. Candidate r is accepted, in a random visiting order, with
-    probability exactly exp(-ε·(max(scores) - scores[r])/(2Δ)) (McKenna & Sheldon 2020). The privacy map
-    is :func:`exponential_privacy_loss`.
+    probability exactly exp(-ε·(max(scores) - scores[r])/(2Δ)) (McKenna & Sheldon 2020). ``monotone``:
+    the caller guarantees that one unit moves all scores in the same direction (counts); the factor 2
+    is then dropped and the choice is still ε-DP (module docstring). The privacy map is
+    :func:`exponential_privacy_loss`.
     """
     exact = _exact_scores(scores)
-    rate = _rate(sensitivity=sensitivity, epsilon=epsilon)
+    rate = _rate(sensitivity=sensitivity, epsilon=epsilon, monotone=monotone)
     # Fractions are brought to a common denominator so that every gap u* - u_r is an int; ε·gap/(2Δ) is
     # then the rational (rate.numerator·gap)/rate.denominator with the same value.
     scale = math.lcm(*{score.denominator for score in exact if type(score) is Fraction})
@@ -97,13 +115,15 @@ def exponential_error_bound(
     candidates: int,
     top: int = 1,
     confidence: float = 0.95,
+    monotone: bool = False,
 ) -> float:
     """Score shortfall T with Pr[u(released) <= max score - T] <= 1 - confidence (spec §4 utility theorem).
 
     T = (2Δ/ε)·(ln(candidates/top) + ln(1/(1 - confidence))), ``top`` being the number of candidates that
-    share the maximum score (1 is the worst case). Holds for permute-and-flip (module docstring).
+    share the maximum score (1 is the worst case); Δ/ε instead of 2Δ/ε for ``monotone`` selections. Holds
+    for permute-and-flip (module docstring).
     """
-    _rate(sensitivity=sensitivity, epsilon=epsilon)
+    rate = _rate(sensitivity=sensitivity, epsilon=epsilon, monotone=monotone)
     for name, count in (("candidates", candidates), ("top", top)):
         if isinstance(count, bool) or not isinstance(count, numbers.Integral) or count < 1:
             raise MechanismError(
@@ -120,8 +140,7 @@ def exponential_error_bound(
             f"confidence must be strictly between 0 and 1, got {confidence!r}",
             hint="use e.g. confidence=0.95",
         )
-    scale = 2 * float(sensitivity) / float(epsilon)
-    return scale * (math.log(candidates / top) - math.log1p(-confidence))
+    return float(1 / rate) * (math.log(candidates / top) - math.log1p(-confidence))
 
 
 def _permute_and_flip(gaps: list[int], rate: Fraction, rng: RandomSource) -> int:
@@ -224,15 +243,16 @@ def _exact_scores(scores: Sequence[Score]) -> list[Score]:
     return exact
 
 
-def _rate(*, sensitivity: int | Fraction | float, epsilon: float) -> Fraction:
-    """ε/(2Δ) as an exact rational (every finite float is a dyadic rational, so Fraction() is exact)."""
+def _rate(*, sensitivity: int | Fraction | float, epsilon: float, monotone: bool = False) -> Fraction:
+    """ε/(2Δ), or ε/Δ for monotone scores, as an exact rational (every finite float is a dyadic
+    rational, so Fraction() is exact)."""
     check_positive_finite(epsilon, name="epsilon", hint=_EPSILON_HINT)
     check_positive_finite(
         sensitivity,
         name="sensitivity",
         hint="the most one privacy unit can change a score, e.g. max_contributions",
     )
-    return Fraction(epsilon) / (2 * Fraction(sensitivity))
+    return Fraction(epsilon) / ((1 if monotone else 2) * Fraction(sensitivity))
 
 
 _EPSILON_HINT = "spend a positive budget, e.g. epsilon=1.0"

@@ -67,6 +67,7 @@ import math
 import numbers
 from collections.abc import Callable
 from fractions import Fraction
+from statistics import NormalDist
 
 import numpy as np
 
@@ -246,11 +247,36 @@ def gaussian_mechanism(
             f"value must be a finite number, got {value!r}",
             hint="clamp the aggregate's inputs to finite lower/upper bounds before adding noise",
         )
-    step = _grid_step(sensitivity=sensitivity, epsilon=epsilon, delta=delta)
-    grid_sensitivity = math.floor(Fraction(sensitivity) / step) + 1
-    sigma = discrete_gaussian_sigma(sensitivity=grid_sensitivity, epsilon=epsilon, delta=delta)
+    step, sigma = _grid_noise(sensitivity=sensitivity, epsilon=epsilon, delta=delta)
     grid_value = round(Fraction(value) / step)
     return float((grid_value + sample_discrete_gaussian(Fraction(sigma) ** 2, rng=rng)) * step)
+
+
+# --- upper tails: thresholds that noise exceeds only with a given probability ------------------------------
+
+
+def discrete_gaussian_upper_tail(
+    *, sensitivity: float, epsilon: float, delta: float, probability: float
+) -> int:
+    """t with P[discrete_gaussian_mechanism(v, …) > v + t] <= ``probability`` for every v, as small as the
+    tail bound allows: for releasing a count only when it passes a threshold (τ-thresholding).
+
+    The noise is Y ~ N_Z(0, σ²); t = m - 1 for the smallest m with an upper bound on P[Y >= m] at most
+    ``probability`` (Q(m/σ) + f(m)/(σ√(2π)), module docstring) — about σ·Φ⁻¹(1 - probability).
+    """
+    sigma = discrete_gaussian_sigma(sensitivity=sensitivity, epsilon=epsilon, delta=delta)
+    return _tail_point(sigma, probability) - 1
+
+
+def gaussian_upper_tail(*, sensitivity: float, epsilon: float, delta: float, probability: float) -> float:
+    """t with P[gaussian_mechanism(v, …) > v + t] <= ``probability`` for every real v, snapping included.
+
+    The output is γ·(round(v/γ) + Y) <= v + γ/2 + γ·Y with Y ~ N_Z(0, σ_γ²) in grid units, so
+    t = γ·(m - 1/2) for the smallest m with P[Y >= m] <= ``probability`` — about σ·Φ⁻¹(1 - probability)
+    in value, plus at most one grid step.
+    """
+    step, sigma = _grid_noise(sensitivity=sensitivity, epsilon=epsilon, delta=delta)
+    return float(step * (_tail_point(sigma, probability) - Fraction(1, 2)))
 
 
 # --- numerics -------------------------------------------------------------------------------------------------
@@ -394,6 +420,35 @@ def _smallest_passing(
             low = middle
         if high - low <= high * relative:
             break
+    return high
+
+
+def _grid_noise(*, sensitivity: float, epsilon: float, delta: float) -> tuple[Fraction, float]:
+    """γ and the discrete σ in grid units of :func:`gaussian_mechanism`: snapping can move neighbouring
+    answers one extra step apart, so the grid sensitivity is the integer floor(Δ/γ) + 1."""
+    step = _grid_step(sensitivity=sensitivity, epsilon=epsilon, delta=delta)
+    grid_sensitivity = math.floor(Fraction(sensitivity) / step) + 1
+    return step, discrete_gaussian_sigma(sensitivity=grid_sensitivity, epsilon=epsilon, delta=delta)
+
+
+def _tail_point(sigma: float, probability: float) -> int:
+    """The smallest m >= 1 with :func:`_dg_tail_upper` (m, σ) <= probability, by bisection on the integers
+    (the bound decreases in m), starting from the continuous quantile σ·Φ⁻¹(1 - probability)."""
+    if isinstance(probability, bool) or not isinstance(probability, numbers.Real) or not 0 < probability < 1:
+        raise MechanismError(
+            f"probability must be strictly between 0 and 1, got {probability!r}",
+            hint="the chance that noise may exceed the threshold, e.g. delta / max_contributions",
+        )
+    high = max(1, math.ceil(-sigma * NormalDist().inv_cdf(probability)))
+    while _dg_tail_upper(high, sigma) > probability:
+        high *= 2
+    low = 0  # never returned: m >= 1
+    while high - low > 1:
+        middle = (low + high) // 2
+        if _dg_tail_upper(middle, sigma) <= probability:
+            high = middle
+        else:
+            low = middle
     return high
 
 

@@ -2,27 +2,37 @@
 
 Domain errors become one clear line (and a hint) at this edge; nothing below knows about click.
 Secrets come only from prompts, stdin or environment variables read here.
+
+Commands that print data print an aligned table, or JSON with ``--json`` (``veil audit`` also CSV);
+the key names of the JSON are the column names of the tables.
 """
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import datetime
+import enum
+import io
 import json
 import logging
+import math
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import click
 
-from budget.errors import BudgetError
-from budget.ledger import Ledger
+from budget.errors import BudgetError, InvalidBudgetError, UnknownAnalystError
+from budget.ledger import RENEWALS, Balance, DatasetCap, Ledger, check_name
 from budget.loss import PrivacyLoss
 from proxy import __version__
-from proxy.config import VeilConfig, load_config
+from proxy.config import POSTGRES, ColumnPolicy, DatasetPolicy, TablePolicy, VeilConfig, load_config
 from proxy.errors import ConfigError, ProxyError
+from proxy.ledger_access import accountants, dataset_accountant, describe_ledger, mask_dsn, open_ledger
+from proxy.policy_report import check_policy, effective_policy
 from proxy.wire.scram import make_scram_verifier
 
 P = ParamSpec("P")
@@ -31,6 +41,7 @@ R = TypeVar("R")
 DEMO_ANALYST = "alice"
 DEMO_PASSWORD = "veil-demo"
 DEMO_EPSILON = 10.0
+NEVER = "never"  # --renew never: the grant stops renewing
 
 config_option = click.option(
     "--config",
@@ -42,64 +53,163 @@ config_option = click.option(
     help="Policy file (also from the VEIL_CONFIG environment variable).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+password_stdin_option = click.option(
+    "--password-stdin", is_flag=True, help="Read the password from standard input (for scripts)."
+)
+password_env_option = click.option(
+    "--password-env",
+    metavar="VAR",
+    default=None,
+    help="Read the password from the environment variable VAR (for scripts).",
+)
+# A negative amount must reach the command's own check (one clear line), not be taken for an option.
+NUMBERS_MAY_BE_NEGATIVE = {"ignore_unknown_options": True}
 
 
 def friendly_errors(function: Callable[P, R]) -> Callable[P, R]:
-    """Turn Veil's domain errors into one line on stderr and exit status 1."""
+    """Turn Veil's domain errors into one line on stderr (plus a detail and a hint) and exit status 1."""
 
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return function(*args, **kwargs)
         except (ProxyError, BudgetError) as error:
-            detail = f"\ndetail: {error.detail}" if getattr(error, "detail", None) else ""
-            hint = f"\nhint: {error.hint}" if error.hint else ""
-            raise click.ClickException(f"{error.message}{detail}{hint}") from None
+            detail = f"\ndetail: {_one_line(error.detail)}" if getattr(error, "detail", None) else ""
+            hint = f"\nhint: {_one_line(error.hint)}" if error.hint else ""
+            raise click.ClickException(f"{_one_line(error.message)}{detail}{hint}") from None
 
     wrapper.__name__ = function.__name__
     wrapper.__doc__ = function.__doc__
     return wrapper
 
 
-def _ledger(config: VeilConfig) -> Ledger:
-    return Ledger.open(config.ledger_path)
+def _one_line(text: str) -> str:
+    """Messages from below (a PostgreSQL driver's, say) may span lines; the CLI prints one."""
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
-def _print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
-    """An aligned plain-text table (numbers right-aligned), like psql's."""
-    cells = [[_cell(row[c]) for c in columns] for row in rows]
-    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
-    numeric = [all(isinstance(row[c], int | float) for row in rows) for c in columns]
-    click.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
+def _ledger(config: VeilConfig, *, create: bool = False) -> Ledger:
+    """The policy's ledger, closed when the command ends (however it ends)."""
+    ledger = open_ledger(config, os.environ, create=create)
+    click.get_current_context().call_on_close(ledger.close)
+    return ledger
+
+
+def _declared(config: VeilConfig, dataset: str) -> DatasetPolicy:
+    policy = config.dataset(dataset)
+    if policy is None:
+        raise ConfigError(
+            f'dataset "{dataset}" is not declared in {config.path}',
+            hint=f"datasets: {', '.join(config.datasets) or '(none)'}",
+        )
+    return policy
+
+
+def _epsilon(value: float) -> float:
+    if not (math.isfinite(value) and value > 0):
+        raise InvalidBudgetError(f"epsilon must be a finite number greater than 0, got {value:g}")
+    return value
+
+
+def _delta(value: float) -> float:
+    if not (math.isfinite(value) and 0 <= value < 1):
+        raise InvalidBudgetError(
+            f"delta must be at least 0 and less than 1, got {value:g}",
+            hint="δ is a probability of failure: keep it far below 1/(number of people), e.g. 1e-6",
+        )
+    return value
+
+
+# --- output -----------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """A column of a human table: the record's ``key``, its ``header`` (default: the key), hidden when
+    ``optional`` and empty in every row, text cut to ``width`` characters."""
+
+    key: str
+    header: str = ""
+    optional: bool = False
+    width: int | None = None
+
+
+def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column | str]) -> None:
+    """An aligned plain-text table like psql's: numbers right-aligned, empty values blank."""
+    chosen = [c if isinstance(c, Column) else Column(c) for c in columns]
+    chosen = [c for c in chosen if not c.optional or any(_present(row.get(c.key)) for row in rows)]
+    headers = [c.header or c.key for c in chosen]
+    cells = [[_cell(row.get(c.key), c.width) for c in chosen] for row in rows]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+    numeric = [
+        all(_is_number(row.get(c.key)) or row.get(c.key) is None for row in rows) and bool(rows)
+        for c in chosen
+    ]
+    click.echo("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
     click.echo("  ".join("-" * w for w in widths))
     for row in cells:
-        click.echo(
-            "  ".join(
-                v.rjust(w) if n else v.ljust(w) for v, w, n in zip(row, widths, numeric, strict=True)
-            ).rstrip()
-        )
+        aligned = (v.rjust(w) if n else v.ljust(w) for v, w, n in zip(row, widths, numeric, strict=True))
+        click.echo("  ".join(aligned).rstrip())
     if not rows:
         click.echo("(no rows)")
 
 
-def _cell(value: object) -> str:
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _present(value: object) -> bool:
+    return value not in (None, "", 0, False)
+
+
+def _cell(value: object, width: int | None = None) -> str:
+    if value is None:
+        text = ""
+    elif isinstance(value, bool):
+        text = "yes" if value else "no"
+    elif isinstance(value, float):
+        text = f"{value:.6g}"
+    elif isinstance(value, datetime.datetime):
+        text = value.astimezone(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    elif isinstance(value, enum.Enum):
+        text = str(value.value)
+    else:
+        text = str(value)
+    text = " ".join(text.split())  # one line per row, whatever the SQL looked like
+    if width is not None and len(text) > width:
+        text = text[: width - 1] + "…"
+    return text
+
+
+def _json_value(value: object) -> object:
+    if isinstance(value, datetime.date | datetime.datetime):
+        return value.isoformat()
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"cannot print {type(value).__name__} as JSON")
+
+
+def _echo_json(data: object) -> None:
+    click.echo(json.dumps(data, indent=2, default=_json_value, ensure_ascii=False))
 
 
 def _records(items: Iterable[Any]) -> list[dict[str, Any]]:
-    return [
-        {k: (v.isoformat() if hasattr(v, "isoformat") else str(v) if hasattr(v, "value") else v)
-         for k, v in dataclasses.asdict(item).items()}
-        for item in items
-    ]  # fmt: skip
+    return [dataclasses.asdict(item) for item in items]
 
 
-def _emit(records: list[dict[str, Any]], columns: Sequence[str], *, as_json: bool) -> None:
+def _emit(records: list[dict[str, Any]], columns: Sequence[Column | str], *, as_json: bool) -> None:
     if as_json:
-        click.echo(json.dumps(records, indent=2))
+        _echo_json(records)
     else:
-        _print_table(records, columns)
+        print_table(records, columns)
+
+
+def _emit_one(record: dict[str, Any], columns: Sequence[Column | str], *, as_json: bool) -> None:
+    if as_json:
+        _echo_json(record)
+    else:
+        print_table([record], columns)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -111,10 +221,17 @@ def main() -> None:
     Quick start:
       veil init-demo demo                 # synthetic data, policy, ledger and an analyst
       veil serve --config demo/veil.toml  # then connect with psql
+
+    \b
+    Administration (each command has --help with examples):
+      veil policy validate                # is everything the policy names there?
+      veil analyst add bob                # analysts: add, list, passwd, remove
+      veil budget grant bob demo 1.0      # budgets: grant, revoke, cap, show, history
+      veil audit --since 2025-01-01       # every statement analysts sent
     """
 
 
-@main.command("init-demo")
+@main.command("init-demo", short_help="Build a synthetic demo: data, policy, ledger, analyst.")
 @click.argument("directory", type=click.Path(path_type=Path, file_okay=False), default="demo")
 @click.option(
     "--people", type=click.IntRange(min=100), default=100_000, show_default=True, help="Number of people."
@@ -130,7 +247,7 @@ def init_demo(directory: Path, people: int) -> None:
     from proxy.demo import build_demo
 
     layout = build_demo(directory, people=people)
-    ledger = Ledger.create(layout.ledger_path)
+    ledger = _ledger(load_config(layout.config_path), create=True)
     ledger.add_analyst(DEMO_ANALYST, make_scram_verifier(DEMO_PASSWORD))
     ledger.grant(DEMO_ANALYST, layout.dataset, PrivacyLoss(DEMO_EPSILON))
     click.echo(f"built a synthetic dataset of {people:,} people: {layout.database_path}")
@@ -141,7 +258,7 @@ def init_demo(directory: Path, people: int) -> None:
     click.echo(f"next: veil serve --config {layout.config_path}")
 
 
-@main.command()
+@main.command(short_help="Serve the datasets over the PostgreSQL wire protocol.")
 @config_option
 @click.option("--host", default=None, help="Address to listen on (default: server.host, else 127.0.0.1).")
 @click.option(
@@ -191,7 +308,7 @@ def serve(config_path: Path, host: str | None, port: int | None, log_level: str)
         ) from None
 
 
-@main.command("import")
+@main.command("import", short_help="Load a CSV or Parquet file into a dataset.")
 @click.argument("source", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @config_option
 @click.option("--dataset", required=True, help="Dataset to load into (its DuckDB file or PostgreSQL schema).")
@@ -262,31 +379,62 @@ def import_command(
     )
 
 
+# --- analysts ---------------------------------------------------------------------------------------------
+
+
 @main.group()
 def analyst() -> None:
-    """Manage analysts (the people who connect and spend budget)."""
+    """Manage analysts: add, list, passwd, remove.
+
+    Analysts are the people who connect and spend budget; the ledger stores a SCRAM verifier of
+    their password, never the password."""
 
 
-@analyst.command("add")
-@click.argument("name")
-@config_option
-@click.option("--password-stdin", is_flag=True, help="Read the password from standard input (for scripts).")
-@friendly_errors
-def analyst_add(name: str, config_path: Path, password_stdin: bool) -> None:
-    """Create analyst NAME; only a SCRAM-SHA-256 verifier of the password is stored.
-
-    \b
-    Example:
-      veil analyst add bob
-      echo "$PASSWORD" | veil analyst add bob --password-stdin
-    """
-    ledger = Ledger.create(load_config(config_path).ledger_path)  # the first analyst creates the ledger
-    if password_stdin:
+def _read_password(password_stdin: bool, password_env: str | None) -> str:
+    """From VAR (--password-env), standard input (--password-stdin), or a prompt asked twice."""
+    if password_stdin and password_env is not None:
+        raise click.ClickException("give --password-stdin or --password-env, not both")
+    if password_env is not None:
+        password = os.environ.get(password_env, "")
+        if not password:
+            raise click.ClickException(f"the environment variable {password_env} is not set or empty")
+    elif password_stdin:
         password = sys.stdin.readline().rstrip("\n")
     else:
         password = click.prompt("password", hide_input=True, confirmation_prompt=True)
     if not password:
         raise click.ClickException("the password must not be empty")
+    return password
+
+
+def _require_analyst(ledger: Ledger, name: str) -> None:
+    """Before asking for a password or a confirmation, so that a typo fails at once."""
+    if name not in {analyst.name for analyst in ledger.list_analysts()}:
+        raise UnknownAnalystError(
+            f'analyst "{name}" does not exist', hint="`veil analyst list` shows the analysts"
+        )
+
+
+@analyst.command("add")
+@click.argument("name")
+@config_option
+@password_stdin_option
+@password_env_option
+@friendly_errors
+def analyst_add(name: str, config_path: Path, password_stdin: bool, password_env: str | None) -> None:
+    """Add an analyst.
+
+    Creates analyst NAME; only a SCRAM-SHA-256 verifier of the password is stored. The first analyst creates the ledger (an SQLite file, or the tables of a PostgreSQL ledger).
+
+    \b
+    Example:
+      veil analyst add bob                                  # asks for the password twice
+      echo "$PASSWORD" | veil analyst add bob --password-stdin
+      veil analyst add bob --password-env BOB_PASSWORD
+    """
+    check_name(name, "analyst")
+    ledger = _ledger(load_config(config_path), create=True)
+    password = _read_password(password_stdin, password_env)
     ledger.add_analyst(name, make_scram_verifier(password))
     click.echo(f"analyst {name} added; grant budget with: veil budget grant {name} DATASET EPSILON")
 
@@ -296,17 +444,120 @@ def analyst_add(name: str, config_path: Path, password_stdin: bool) -> None:
 @json_option
 @friendly_errors
 def analyst_list(config_path: Path, as_json: bool) -> None:
-    """List analysts."""
+    """List the analysts and when they were added.
+
+    Never their password verifiers.
+
+    \b
+    Example:
+      veil analyst list
+      veil analyst list --json
+    """
     records = _records(_ledger(load_config(config_path)).list_analysts())
     _emit(records, ["name", "created_at"], as_json=as_json)
 
 
+@analyst.command("passwd")
+@click.argument("name")
+@config_option
+@password_stdin_option
+@password_env_option
+@friendly_errors
+def analyst_passwd(name: str, config_path: Path, password_stdin: bool, password_env: str | None) -> None:
+    """Set a new password for an analyst.
+
+    New connections of NAME need the new password; connections already open stay open.
+
+    \b
+    Example:
+      veil analyst passwd bob                               # asks for the password twice
+      veil analyst passwd bob --password-env BOB_PASSWORD
+    """
+    ledger = _ledger(load_config(config_path))
+    _require_analyst(ledger, name)
+    ledger.set_verifier(name, make_scram_verifier(_read_password(password_stdin, password_env)))
+    click.echo(f"password of analyst {name} changed")
+
+
+@analyst.command("remove")
+@click.argument("name")
+@config_option
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@friendly_errors
+def analyst_remove(name: str, config_path: Path, yes: bool) -> None:
+    """Remove an analyst: they can no longer connect.
+
+    Deletes NAME's password verifier. Their grants, spends and audit entries stay on record, so what they spent is never forgotten:
+    an analyst added again under the same name finds the same balances (revoke first with
+    `veil budget revoke NAME DATASET` if that is not what you want).
+
+    \b
+    Example:
+      veil analyst remove bob
+      veil analyst remove bob --yes      # in scripts
+    """
+    ledger = _ledger(load_config(config_path))
+    _require_analyst(ledger, name)
+    if not yes:
+        click.confirm(
+            f"remove analyst {name}? (their grants and spends stay on record)",
+            default=False,
+            abort=True,
+            err=True,
+        )
+    ledger.remove_analyst(name)
+    click.echo(f"analyst {name} removed; their grants and spends stay on record")
+
+
+# --- budgets ----------------------------------------------------------------------------------------------
+
+
 @main.group()
 def budget() -> None:
-    """Grant and inspect privacy budgets (epsilon per analyst and dataset)."""
+    """Grant, revoke, cap and show privacy budgets.
+
+    A budget is an (ε, δ) grant per analyst and dataset, optionally renewing; a cap bounds what all
+    analysts together may spend on a dataset."""
 
 
-@budget.command("grant")
+BALANCE_COLUMNS = (
+    "analyst",
+    "dataset",
+    Column("granted_epsilon", "granted ε"),
+    Column("spent_epsilon", "spent ε"),
+    Column("remaining_epsilon", "remaining ε"),
+    Column("granted_delta", "granted δ", optional=True),
+    Column("spent_delta", "spent δ", optional=True),
+    Column("remaining_delta", "remaining δ", optional=True),
+    "accountant",
+    Column("renewal", optional=True),
+    Column("period_start", "period from", optional=True),
+    Column("cap_epsilon", "dataset cap ε", optional=True),
+    Column("cap_remaining_epsilon", "left under cap", optional=True),
+)
+
+
+def _balance_record(balance: Balance, cap: DatasetCap | None) -> dict[str, Any]:
+    """What ``veil budget show --json`` prints per analyst and dataset (the names of ``veil.budget``,
+    which analysts query)."""
+    record = dataclasses.asdict(balance)
+    summary = {} if cap is None else _cap_record(cap)
+    record["cap_epsilon"] = summary.get("cap_epsilon")
+    record["cap_delta"] = summary.get("cap_delta")
+    record["cap_remaining_epsilon"] = summary.get("remaining_epsilon")
+    return record
+
+
+def _renewal(ledger: Ledger, analyst_name: str, dataset: str, renew: str | None) -> str | None:
+    """--renew, or, without it, the pair's current renewal (a top-up does not stop a monthly grant)."""
+    if renew == NEVER:
+        return None
+    if renew is not None:
+        return renew
+    return ledger.balance(analyst_name, dataset).renewal
+
+
+@budget.command("grant", context_settings=NUMBERS_MAY_BE_NEGATIVE)
 @click.argument("analyst_name", metavar="ANALYST")
 @click.argument("dataset")
 @click.argument("epsilon", type=float)
@@ -315,32 +566,166 @@ def budget() -> None:
     type=float,
     default=0.0,
     show_default=True,
-    help="Also grant this delta (for τ-thresholded GROUP BY).",
+    help="Also grant this δ (for Gaussian noise and τ-thresholded GROUP BY keys).",
+)
+@click.option(
+    "--renew",
+    type=click.Choice([*RENEWALS, NEVER]),
+    default=None,
+    help="Grant the amount afresh every day, week or month (UTC calendar periods); "
+    "never: stop renewing. Default: keep the grant's current renewal.",
 )
 @config_option
 @json_option
 @friendly_errors
 def budget_grant(
-    analyst_name: str, dataset: str, epsilon: float, delta: float, config_path: Path, as_json: bool
+    analyst_name: str,
+    dataset: str,
+    epsilon: float,
+    delta: float,
+    renew: str | None,
+    config_path: Path,
+    as_json: bool,
 ) -> None:
-    """Add EPSILON (and --delta) to ANALYST's budget on DATASET (grants accumulate).
+    """Add ε (and δ) to an analyst's budget on a dataset.
+
+    Adds EPSILON (and --delta) to what ANALYST may spend on DATASET; grants accumulate. With --renew the grant is per period: spends count against the period they were made in, and
+    each new period starts with the whole amount again. Prints the new balance.
 
     \b
     Example:
       veil budget grant alice demo 1.0
-      veil budget grant alice demo 0 --delta 1e-5
+      veil budget grant alice demo 0.5 --delta 1e-6
+      veil budget grant bob clinic 2 --renew month      # 2 ε every calendar month
     """
     config = load_config(config_path)
-    if config.dataset(dataset) is None:
-        raise ConfigError(
-            f'dataset "{dataset}" is not declared in {config.path}',
-            hint=f"datasets: {', '.join(config.datasets)}",
+    policy = _declared(config, dataset)
+    loss = PrivacyLoss(_epsilon(epsilon), _delta(delta))
+    ledger = _ledger(config)
+    accountant = dataset_accountant(policy)
+    renewal = _renewal(ledger, analyst_name, policy.name, renew)
+    balance = ledger.grant(analyst_name, policy.name, loss, renewal=renewal, accountant=accountant)
+    cap = ledger.cap(policy.name, accountant=accountant)
+    _emit_one(_balance_record(balance, cap), BALANCE_COLUMNS, as_json=as_json)
+
+
+@budget.command("revoke", context_settings=NUMBERS_MAY_BE_NEGATIVE)
+@click.argument("analyst_name", metavar="ANALYST")
+@click.argument("dataset")
+@click.option("--epsilon", type=float, default=None, help="Take back this much ε (at most what is left).")
+@click.option("--delta", type=float, default=None, help="Take back this much δ (at most what is left).")
+@config_option
+@json_option
+@friendly_errors
+def budget_revoke(
+    analyst_name: str,
+    dataset: str,
+    epsilon: float | None,
+    delta: float | None,
+    config_path: Path,
+    as_json: bool,
+) -> None:
+    """Take back budget that is not yet spent.
+
+    Takes --epsilon and/or --delta back from ANALYST on DATASET, or, with neither, everything not
+    yet spent. What was spent stays spent. Prints the new balance.
+
+    \b
+    Example:
+      veil budget revoke alice demo --epsilon 0.5
+      veil budget revoke alice demo                     # all that is left, ε and δ
+    """
+    config = load_config(config_path)
+    policy = _declared(config, dataset)
+    loss = None
+    if epsilon is not None or delta is not None:
+        loss = PrivacyLoss(
+            0.0 if epsilon is None else _epsilon(epsilon), 0.0 if delta is None else _delta(delta)
         )
-    balance = _ledger(config).grant(analyst_name, dataset, PrivacyLoss(epsilon, delta))
-    _emit(_records([balance]), BALANCE_COLUMNS, as_json=as_json)
+    ledger = _ledger(config)
+    accountant = dataset_accountant(policy)
+    balance = ledger.revoke(analyst_name, policy.name, loss, accountant=accountant)
+    cap = ledger.cap(policy.name, accountant=accountant)
+    _emit_one(_balance_record(balance, cap), BALANCE_COLUMNS, as_json=as_json)
 
 
-BALANCE_COLUMNS = ["analyst", "dataset", "granted_epsilon", "spent_epsilon", "remaining_epsilon"]
+CAP_COLUMNS = (
+    "dataset",
+    Column("cap_epsilon", "cap ε"),
+    Column("cap_delta", "cap δ", optional=True),
+    Column("spent_epsilon", "spent ε (all analysts)"),
+    Column("spent_delta", "spent δ", optional=True),
+    Column("remaining_epsilon", "remaining ε"),
+    Column("remaining_delta", "remaining δ", optional=True),
+    "accountant",
+)
+
+
+def _cap_record(cap: DatasetCap) -> dict[str, Any]:
+    record = dataclasses.asdict(cap)
+    record["remaining_epsilon"] = record["remaining_delta"] = None
+    if cap.cap_epsilon is not None:
+        record["remaining_epsilon"] = max(0.0, cap.cap_epsilon - cap.spent_epsilon)
+        record["remaining_delta"] = max(0.0, (cap.cap_delta or 0.0) - cap.spent_delta)
+    order = ["dataset", "cap_epsilon", "cap_delta", "spent_epsilon", "spent_delta"]
+    order += ["remaining_epsilon", "remaining_delta", "accountant"]
+    return {key: record[key] for key in order}
+
+
+@budget.command("cap", context_settings=NUMBERS_MAY_BE_NEGATIVE)
+@click.argument("dataset", required=False)
+@click.option(
+    "--epsilon", type=float, default=None, help="Cap the ε all analysts together may spend on DATASET."
+)
+@click.option("--delta", type=float, default=None, help="Cap δ as well (default 0 with --epsilon).")
+@click.option("--remove", is_flag=True, help="Remove DATASET's cap.")
+@config_option
+@json_option
+@friendly_errors
+def budget_cap(
+    dataset: str | None,
+    epsilon: float | None,
+    delta: float | None,
+    remove: bool,
+    config_path: Path,
+    as_json: bool,
+) -> None:
+    """Cap what all analysts together may spend on a dataset.
+
+    A cap bounds the privacy loss of the dataset's people however many analysts there are (and
+    whether or not they collude); it never renews. A cap below what was already spent refuses every
+    further query. Without --epsilon or --remove, shows DATASET's cap and what was spent, or every
+    dataset's without DATASET.
+
+    \b
+    Example:
+      veil budget cap demo --epsilon 20
+      veil budget cap demo --epsilon 20 --delta 1e-5
+      veil budget cap demo --remove
+      veil budget cap                                   # every dataset
+    """
+    config = load_config(config_path)
+    ledger = _ledger(config)
+    accountant_of = accountants(config)
+    if epsilon is None and delta is None and not remove:
+        capped = {cap.dataset for cap in ledger.caps()}
+        if dataset is not None and config.dataset(dataset) is None and dataset not in capped:
+            _declared(config, dataset)
+        names = [dataset.lower()] if dataset is not None else sorted(set(config.datasets) | capped)
+        caps = [_cap_record(ledger.cap(name, accountant=accountant_of(name))) for name in names]
+        _emit(caps, CAP_COLUMNS, as_json=as_json)
+        return
+    if dataset is None:
+        raise click.ClickException("name the DATASET to cap: veil budget cap DATASET --epsilon E")
+    if remove and (epsilon is not None or delta is not None):
+        raise click.ClickException("give --epsilon (and --delta) or --remove, not both")
+    if epsilon is None and not remove:
+        raise click.ClickException("a cap needs --epsilon (--delta alone caps nothing)")
+    policy = _declared(config, dataset)
+    cap_loss = None if epsilon is None else PrivacyLoss(_epsilon(epsilon), _delta(delta or 0.0))
+    ledger.set_cap(policy.name, cap_loss)
+    cap = ledger.cap(policy.name, accountant=dataset_accountant(policy))
+    _emit_one(_cap_record(cap), CAP_COLUMNS, as_json=as_json)
 
 
 @budget.command("show")
@@ -349,9 +734,37 @@ BALANCE_COLUMNS = ["analyst", "dataset", "granted_epsilon", "spent_epsilon", "re
 @json_option
 @friendly_errors
 def budget_show(analyst_name: str | None, config_path: Path, as_json: bool) -> None:
-    """Show granted, spent and remaining epsilon (and delta) per analyst and dataset."""
-    balances = _ledger(load_config(config_path)).balances(analyst_name)
-    _emit(_records(balances), BALANCE_COLUMNS, as_json=as_json)
+    """Show granted, spent and remaining ε and δ.
+
+    One row per analyst and dataset with a grant (ANALYST's only, if given). Spent counts committed and reserved spends, composed by the dataset's accountant; with a
+    renewing grant, those of the current period. The JSON has, per analyst and dataset:
+    granted_epsilon, spent_epsilon, remaining_epsilon, the same for delta, accountant, renewal,
+    period_start, releases, and the dataset's cap_epsilon, cap_delta and cap_remaining_epsilon (what
+    all analysts together may still spend; null without a cap).
+
+    \b
+    Example:
+      veil budget show
+      veil budget show alice --json
+    """
+    config = load_config(config_path)
+    ledger = _ledger(config)
+    accountant_of = accountants(config)
+    balances = ledger.balances(analyst_name, accountant=accountant_of)
+    caps = {name: ledger.cap(name, accountant=accountant_of(name)) for name in {b.dataset for b in balances}}
+    records = [_balance_record(balance, caps[balance.dataset]) for balance in balances]
+    _emit(records, BALANCE_COLUMNS, as_json=as_json)
+
+
+HISTORY_COLUMNS = (
+    "id",
+    "dataset",
+    Column("epsilon", "ε"),
+    Column("delta", "δ", optional=True),
+    "state",
+    "created_at",
+    Column("statement", width=80),
+)
 
 
 @budget.command("history")
@@ -361,12 +774,254 @@ def budget_show(analyst_name: str | None, config_path: Path, as_json: bool) -> N
 @json_option
 @friendly_errors
 def budget_history(analyst_name: str, dataset: str | None, config_path: Path, as_json: bool) -> None:
-    """List every spend of ANALYST: epsilon, state (reserved, committed, cancelled) and the engine SQL."""
-    spends = _ledger(load_config(config_path)).history(analyst_name, dataset)
-    _emit(_records(spends), ["id", "dataset", "epsilon", "state", "created_at", "statement"], as_json=as_json)
+    """List every spend of an analyst.
+
+    Every spend of ANALYST, oldest first: ε, δ, state (reserved, committed, cancelled), time and the
+    SQL. Only committed and reserved spends count; `veil audit` also shows free and refused
+    statements.
+
+    \b
+    Example:
+      veil budget history alice
+      veil budget history alice --dataset demo --json
+    """
+    spends = _ledger(load_config(config_path)).history(analyst_name, dataset.lower() if dataset else None)
+    _emit(_records(spends), HISTORY_COLUMNS, as_json=as_json)
+
+
+# --- policy -----------------------------------------------------------------------------------------------
+
+
+@main.group()
+def policy() -> None:
+    """Validate and show the policy file."""
+
+
+@policy.command("validate")
+@config_option
+@json_option
+@friendly_errors
+def policy_validate(config_path: Path, as_json: bool) -> None:
+    """Check that everything the policy file names is there.
+
+    Validates the policy file, then opens every dataset and the ledger as `veil serve` would: checks that each DuckDB file exists, each PostgreSQL server answers (5 s timeout) and has the
+    dataset's schema, that every declared table and column is there, and that the ledger opens and
+    its running totals agree with its spends. One line per dataset and one for the ledger; exit
+    status 1 if anything is wrong.
+
+    \b
+    Example:
+      veil policy validate --config veil.toml
+    """
+    config = load_config(config_path)
+    checks = check_policy(config, os.environ)
+    if as_json:
+        _echo_json(_records(checks))
+    else:
+        records = [{**dataclasses.asdict(c), "status": "ok" if c.ok else "PROBLEM"} for c in checks]
+        print_table(records, [Column("subject", "check"), "status", "detail"])
+    problems = [check for check in checks if not check.ok]
+    if problems:
+        first = problems[0]
+        hint = f"\nhint: {first.subject}: {first.hint}" if first.hint else ""
+        raise click.ClickException(f"{config.path}: {len(problems)} of {len(checks)} checks failed{hint}")
+
+
+@policy.command("show")
+@config_option
+@json_option
+@friendly_errors
+def policy_show(config_path: Path, as_json: bool) -> None:
+    """Print the policy in effect.
+
+    With every default filled in: server, ledger, and per dataset its engine, ε per query, accountant, answer cache, tables, privacy units, contribution bounds, clamping
+    bounds and public domains. Never a secret: connection strings are shown without passwords, and
+    dsn_env by the variable's name only.
+
+    \b
+    Example:
+      veil policy show
+      veil policy show --json | jq '.datasets.demo.tables'
+    """
+    config = load_config(config_path)
+    if as_json:
+        _echo_json(effective_policy(config))
+        return
+    server = config.server
+    click.echo(f"policy  {config.path}")
+    click.echo(f"ledger  {describe_ledger(config.ledger)}")
+    click.echo(f"server  {server.host}:{server.port}, at most {server.max_connections} connections")
+    for dataset in config.datasets.values():
+        _print_dataset(dataset)
+
+
+SHOWN_VALUES = 6  # of a public column's values, in the table (--json has them all)
+TABLE_COLUMNS = (
+    "table",
+    "kind",
+    Column("privacy_unit", "privacy unit"),
+    Column("max_contributions", "rows per person (L)"),
+)
+COLUMN_COLUMNS = (
+    "table",
+    "column",
+    "type",
+    "role",
+    Column("bounds", optional=True),
+    Column("values", "public values", optional=True),
+)
+
+
+def _print_dataset(dataset: DatasetPolicy) -> None:
+    if dataset.backend == POSTGRES:
+        source = (
+            f"the connection string in ${dataset.dsn_env}" if dataset.dsn is None else mask_dsn(dataset.dsn)
+        )
+        where = f"postgres {source}, schema {dataset.schema}"
+    else:
+        where = f"duckdb {dataset.path}"
+    click.echo(f"\ndataset {dataset.name}: {where}")
+    click.echo(
+        f"  ε per query {dataset.default_epsilon:g} (at most {dataset.max_epsilon:g}); "
+        f"accountant {dataset.accountant}; answer cache {'on' if dataset.answer_cache else 'off'}\n"
+    )
+    if not dataset.tables:
+        click.echo("(no tables)")
+        return
+    print_table([_table_row(table) for table in dataset.tables.values()], TABLE_COLUMNS)
+    click.echo()
+    rows = [
+        _column_row(table, column) for table in dataset.tables.values() for column in table.columns.values()
+    ]
+    print_table(rows, COLUMN_COLUMNS)
+
+
+def _table_row(table: TablePolicy) -> dict[str, Any]:
+    if table.public:
+        return {"table": table.name, "kind": "public lookup"}
+    rows = f"auto (≤ {table.max_contributions})" if table.auto_contributions else str(table.max_contributions)
+    unit = table.privacy_unit or "row"
+    return {"table": table.name, "kind": "private", "privacy_unit": unit, "max_contributions": rows}
+
+
+def _column_row(table: TablePolicy, column: ColumnPolicy) -> dict[str, Any]:
+    if table.public:
+        role = "key" if column.name == table.key else "public"
+    elif column.name == table.privacy_unit:
+        role = "privacy unit"
+    else:
+        role = "public" if column.public else "private"
+    values = None
+    if column.values is not None:
+        values = ", ".join(str(value) for value in column.values[:SHOWN_VALUES])
+        if len(column.values) > SHOWN_VALUES:
+            values += f", … ({len(column.values)} values)"
+    bounds = f"{column.lower:g} … {column.upper:g}" if column.has_bounds else None
+    return {
+        "table": table.name,
+        "column": column.name,
+        "type": column.type.value,
+        "role": role,
+        "bounds": bounds,
+        "values": values,
+    }
+
+
+# --- audit ------------------------------------------------------------------------------------------------
+
+AUDIT_COLUMNS = (
+    "id",
+    "at",
+    "analyst",
+    "client",
+    "dataset",
+    "decision",
+    Column("epsilon", "ε"),
+    Column("delta", "δ", optional=True),
+    Column("accountant", optional=True),
+    Column("mechanisms", optional=True),
+    Column("sqlstate", optional=True),
+    Column("statement", width=60),
+    Column("error", optional=True, width=60),
+)
+AUDIT_FIELDS = [
+    "id", "at", "analyst", "client", "dataset", "decision", "epsilon", "delta",
+    "accountant", "mechanisms", "sqlstate", "statement", "error",
+]  # fmt: skip
+
+
+def _csv_value(value: object) -> object:
+    return value.isoformat() if isinstance(value, datetime.datetime) else value
+
+
+def _since(text: str | None) -> datetime.datetime | None:
+    if text is None:
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise click.ClickException(
+            f"--since: {text!r} is not an ISO 8601 date or date-time (e.g. 2025-05-01 or 2025-05-01T12:00)"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return moment.astimezone(datetime.UTC)
 
 
 @main.command()
+@click.option("--analyst", "analyst_name", default=None, help="Only this analyst's statements.")
+@click.option(
+    "--since",
+    default=None,
+    metavar="WHEN",
+    help="Only statements at or after WHEN: an ISO 8601 date or date-time (UTC unless it has an offset).",
+)
+@click.option("--limit", type=int, default=None, help="Only the N most recent of those statements.")
+@config_option
+@json_option
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV, with a header row, instead of a table.")
+@friendly_errors
+def audit(
+    analyst_name: str | None,
+    since: str | None,
+    limit: int | None,
+    config_path: Path,
+    as_json: bool,
+    as_csv: bool,
+) -> None:
+    """Export the audit log of every statement analysts sent.
+
+    Oldest first, with each statement's time, client address, normalized SQL, decision (answered, cached, refused, failed), the ε and δ charged, the
+    accountant and mechanisms, and the error of a refused or failed statement.
+
+    \b
+    Example:
+      veil audit --since 2025-05-01
+      veil audit --analyst alice --limit 20
+      veil audit --since 2025-05-01T00:00+02:00 --csv > audit.csv
+    """
+    if as_json and as_csv:
+        raise click.ClickException("give --json or --csv, not both")
+    if limit is not None and limit < 1:
+        raise click.ClickException(f"--limit must be at least 1, got {limit}")
+    moment = _since(since)
+    log = _ledger(load_config(config_path)).audit_log
+    entries = log.entries(analyst=analyst_name, since=moment)
+    if limit is not None:
+        entries = entries[-limit:]
+    records = [{field: getattr(entry, field) for field in AUDIT_FIELDS} for entry in entries]
+    if as_csv:
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=AUDIT_FIELDS, lineterminator="\n")
+        writer.writeheader()
+        for record in records:
+            writer.writerow({k: _csv_value(v) for k, v in record.items()})
+        click.echo(buffer.getvalue(), nl=False)
+        return
+    _emit(records, AUDIT_COLUMNS, as_json=as_json)
+
+
+@main.command(short_help="Show how a query would be answered, without spending.")
 @click.argument("sql")
 @config_option
 @click.option("--dataset", required=True, help="Dataset the query would run against.")
@@ -439,7 +1094,7 @@ def explain(
         click.echo(
             f"keys released only if their noisy number of people exceeds τ = {explanation.threshold:.4g}"
         )
-    _print_table([dataclasses.asdict(m) for m in explanation.measurements], list(MEASUREMENT_COLUMNS))
+    print_table([dataclasses.asdict(m) for m in explanation.measurements], list(MEASUREMENT_COLUMNS))
 
 
 MEASUREMENT_COLUMNS = ("quantity", "mechanism", "sensitivity", "epsilon", "noise_scale", "error_bound_95")

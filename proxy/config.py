@@ -22,6 +22,8 @@ from typing import Any
 
 import tomli_w
 
+from budget.accountants import ACCOUNTANTS as ACCOUNTANT_REGISTRY
+from budget.store import is_dsn as is_ledger_dsn  # what the ledger store takes for PostgreSQL
 from proxy.errors import ConfigError
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
@@ -37,6 +39,11 @@ POSTGRES = "postgres"
 BACKENDS = (DUCKDB, POSTGRES)
 DEFAULT_SCHEMA = "public"
 DEFAULT_POOL_SIZE = 4
+DEFAULT_LEDGER_FILE = "ledger.sqlite"
+DEFAULT_LEDGER_SCHEMA = "veil_ledger"
+DEFAULT_ACCOUNTANT = "basic"
+ACCOUNTANTS = tuple(ACCOUNTANT_REGISTRY)  # "basic", "advanced", "zcdp" (budget/accountants.py)
+LEDGER_DSN_HINT = 'name the database: dsn = "host=db.internal dbname=veil user=veil" or "postgresql://veil@db.internal/veil"'
 
 
 class ColumnType(StrEnum):
@@ -108,6 +115,8 @@ class DatasetPolicy:
     schema: str = DEFAULT_SCHEMA
     pool_size: int = DEFAULT_POOL_SIZE
     statement_timeout_ms: int | None = None
+    accountant: str = DEFAULT_ACCOUNTANT  # how the ledger composes this dataset's spends
+    answer_cache: bool = True  # a repeated query gets its stored noisy answer, free
 
     def table(self, name: str) -> TablePolicy | None:
         return self.tables.get(name.lower())
@@ -137,9 +146,42 @@ class ServerSettings:
 
 
 @dataclass(frozen=True)
+class LedgerSettings:
+    """Where the ledger lives: an SQLite file (``path``, one host), or a PostgreSQL database that
+    several ``veil serve`` hosts share, named by ``dsn`` (never with a password) or by the
+    environment variable ``dsn_env``, with its tables in ``schema``. Exactly one of the three is set.
+    This module never reads the environment: whoever opens the ledger calls ``resolve_location``."""
+
+    path: Path | None = None
+    dsn: str | None = None
+    dsn_env: str | None = None
+    schema: str = DEFAULT_LEDGER_SCHEMA
+
+    @property
+    def shared(self) -> bool:
+        """A PostgreSQL ledger (one that several hosts can share)."""
+        return self.path is None
+
+    def resolve_location(self, environ: Mapping[str, str]) -> str | Path:
+        """The SQLite file, or the PostgreSQL connection string (from ``environ`` with ``dsn_env``)."""
+        if self.path is not None:
+            return self.path
+        if self.dsn is not None:
+            return self.dsn
+        assert self.dsn_env is not None  # parse_config sets exactly one of path, dsn, dsn_env
+        value = environ.get(self.dsn_env, "")
+        if not value.strip():
+            raise ConfigError(
+                f"ledger.dsn_env: the environment variable {self.dsn_env} is not set or empty",
+                hint=f"export {self.dsn_env}='postgresql://USER:PASSWORD@HOST:5432/DBNAME' before running veil",
+            )
+        return value
+
+
+@dataclass(frozen=True)
 class VeilConfig:
     path: Path
-    ledger_path: Path
+    ledger: LedgerSettings
     server: ServerSettings
     datasets: Mapping[str, DatasetPolicy] = field(default_factory=dict)
 
@@ -355,7 +397,7 @@ def _table(reader: _Reader, name: str) -> TablePolicy:
 def _dataset(reader: _Reader, name: str, base: Path) -> DatasetPolicy:
     reader.reject_unknown(
         {"backend", "path", "dsn", "dsn_env", "schema", "pool_size", "statement_timeout_ms"}
-        | {"default_epsilon", "max_epsilon", "tables"}
+        | {"default_epsilon", "max_epsilon", "accountant", "answer_cache", "tables"}
     )
     backend = reader.get("backend", str, DUCKDB)
     if backend not in BACKENDS:
@@ -368,16 +410,30 @@ def _dataset(reader: _Reader, name: str, base: Path) -> DatasetPolicy:
         _identifier(table_reader, table, "table"): _table(table_reader, table.lower())
         for table, table_reader in reader.child("tables").children().items()
     }
+    accountant = reader.get("accountant", str, DEFAULT_ACCOUNTANT)
+    if accountant not in ACCOUNTANTS:
+        raise reader.fail("accountant", f"must be one of {', '.join(map(_quoted, ACCOUNTANTS))}")
+    accounting = {"accountant": accountant, "answer_cache": reader.get("answer_cache", bool, True)}
     common = (name, backend)
     if backend == POSTGRES:
         return DatasetPolicy(
-            *common, None, default_epsilon, max_epsilon, MappingProxyType(tables), **_postgres_keys(reader)
+            *common,
+            None,
+            default_epsilon,
+            max_epsilon,
+            MappingProxyType(tables),
+            **_postgres_keys(reader),
+            **accounting,
         )
     for key in ("dsn", "dsn_env", "schema", "pool_size", "statement_timeout_ms"):
         if key in reader.data:
             raise reader.fail(key, 'is only used with backend = "postgres"')
     path = base / reader.get("path", str, required=True)
-    return DatasetPolicy(*common, path, default_epsilon, max_epsilon, MappingProxyType(tables))
+    return DatasetPolicy(*common, path, default_epsilon, max_epsilon, MappingProxyType(tables), **accounting)
+
+
+def _quoted(name: str) -> str:
+    return f'"{name}"'
 
 
 def _postgres_keys(reader: _Reader) -> dict[str, Any]:
@@ -394,12 +450,8 @@ def _postgres_keys(reader: _Reader) -> dict[str, Any]:
         )
     if dsn is not None:
         _check_dsn(reader, dsn)
-    if dsn_env is not None and not ENVIRONMENT_VARIABLE.match(dsn_env):
-        raise reader.fail("dsn_env", "must be the name of an environment variable (letters, digits, _)")
-    schema = reader.get("schema", str, DEFAULT_SCHEMA)
-    if not IDENTIFIER.match(schema):
-        raise reader.fail("schema", "must be a schema name (letters, digits, _; not starting with a digit)")
-    schema = schema.lower()  # as PostgreSQL folds an unquoted name, and as Veil folds table names
+    _check_dsn_env(reader, dsn_env)
+    schema = _schema(reader, DEFAULT_SCHEMA)
     pool_size = reader.get("pool_size", int, DEFAULT_POOL_SIZE)
     if pool_size < 1:
         raise reader.fail("pool_size", "must be a positive integer (connections kept open to PostgreSQL)")
@@ -415,6 +467,18 @@ def _postgres_keys(reader: _Reader) -> dict[str, Any]:
         "pool_size": pool_size,
         "statement_timeout_ms": timeout,
     }
+
+
+def _check_dsn_env(reader: _Reader, dsn_env: str | None) -> None:
+    if dsn_env is not None and not ENVIRONMENT_VARIABLE.match(dsn_env):
+        raise reader.fail("dsn_env", "must be the name of an environment variable (letters, digits, _)")
+
+
+def _schema(reader: _Reader, default: str) -> str:
+    schema = reader.get("schema", str, default)
+    if not IDENTIFIER.match(schema):
+        raise reader.fail("schema", "must be a schema name (letters, digits, _; not starting with a digit)")
+    return schema.lower()  # as PostgreSQL folds an unquoted name, and as Veil folds table names
 
 
 def _check_dsn(reader: _Reader, dsn: str) -> None:
@@ -441,6 +505,38 @@ def _check_dsn(reader: _Reader, dsn: str) -> None:
         )
 
 
+def _ledger(reader: _Reader, base: Path) -> LedgerSettings:
+    """``path`` (an SQLite file, the default) or ``dsn`` / ``dsn_env`` (PostgreSQL) with ``schema``."""
+    reader.reject_unknown({"path", "dsn", "dsn_env", "schema"})
+    given = [key for key in ("path", "dsn", "dsn_env") if key in reader.data]
+    if len(given) > 1:
+        raise reader.fail(
+            given[1],
+            "give one of path (an SQLite file on this host) and dsn or dsn_env (a PostgreSQL ledger)",
+        )
+    if "path" in reader.data or not given:
+        if "schema" in reader.data:
+            raise reader.fail("schema", "is only used with a PostgreSQL ledger (dsn or dsn_env)")
+        path = reader.get("path", str, DEFAULT_LEDGER_FILE)
+        if not path.strip():
+            raise reader.fail("path", "must not be empty")
+        if is_ledger_dsn(path):
+            raise reader.fail("path", "looks like a connection string; a PostgreSQL ledger is named with dsn")
+        return LedgerSettings(path=base / path)
+    dsn = reader.get("dsn", str)
+    dsn_env = reader.get("dsn_env", str)
+    if dsn is not None:
+        _check_dsn(reader, dsn)
+        if not is_ledger_dsn(dsn):
+            raise reader.fail(
+                "dsn",
+                "must name the ledger's database (dbname=…, or a postgresql:// URL)",
+                hint=LEDGER_DSN_HINT,
+            )
+    _check_dsn_env(reader, dsn_env)
+    return LedgerSettings(dsn=dsn, dsn_env=dsn_env, schema=_schema(reader, DEFAULT_LEDGER_SCHEMA))
+
+
 def parse_config(text: str, *, path: Path) -> VeilConfig:
     """Validate a policy document; relative paths are resolved against the file's directory."""
     try:
@@ -450,8 +546,7 @@ def parse_config(text: str, *, path: Path) -> VeilConfig:
     root = _Reader(path, data, "")
     root.reject_unknown({"ledger", "server", "datasets"})
     base = path.parent
-    ledger = root.child("ledger")
-    ledger.reject_unknown({"path"})
+    ledger = _ledger(root.child("ledger"), base)
     server = root.child("server")
     server.reject_unknown({"host", "port", "max_connections"})
     port = server.get("port", int, DEFAULT_PORT)
@@ -466,7 +561,7 @@ def parse_config(text: str, *, path: Path) -> VeilConfig:
     }
     return VeilConfig(
         path=path,
-        ledger_path=base / ledger.get("path", str, "ledger.sqlite"),
+        ledger=ledger,
         server=ServerSettings(
             host=server.get("host", str, "127.0.0.1"),
             port=port,

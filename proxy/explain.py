@@ -20,17 +20,19 @@ class MeasurementExplanation:
     epsilon: float
     noise_scale: float
     error_bound_95: float  # no cell's noise exceeds this with probability >= 95% (union bound)
+    delta: float  # this measurement's share of δ (Gaussian noise), else 0
 
 
 @dataclass(frozen=True)
 class Explanation:
     engine_sql: str | None  # the main query; None when every aggregate is a quantile
-    histogram_sql: dict[str, str]  # per column whose quantiles are measured
+    histogram_sql: dict[str, str]  # per column whose quantiles are measured; "mode(col)" per mode
     epsilon: float
     cells: int | None  # None: keys come from the data (τ-thresholding)
     delta: float
     threshold: float | None
     measurements: tuple[MeasurementExplanation, ...]
+    threshold_delta: float  # δ_τ: the share of δ the threshold τ is calibrated for
 
 
 def explain_query(
@@ -68,8 +70,18 @@ def explain_query(
             epsilon=m.epsilon,
             noise_scale=m.gaussian_sigma() if m.gaussian else m.sensitivity / m.epsilon,
             error_bound_95=m.error_bound(cells=cells or 1),
+            delta=m.delta if m.gaussian else 0.0,
         )
         for m in plan.measurements
     )
     histograms = histogram_queries(plan, dialect=backend.dialect)
-    return Explanation(engine_sql, histograms, plan.epsilon, cells, plan.delta, plan.threshold, measurements)
+    return Explanation(
+        engine_sql,
+        histograms,
+        plan.epsilon,
+        cells,
+        plan.delta,
+        plan.threshold,
+        measurements,
+        plan.threshold_delta,
+    )

@@ -17,11 +17,19 @@ from typing import Any
 from mechanisms.contribution_bound import dp_contribution_bound
 from mechanisms.random_source import RandomSource
 from proxy.analysis.intervals import is_integer
+from proxy.analysis.quantities import Quantity, QuantityKind
 from proxy.analysis.shape import GroupKey, QueryShape
 from proxy.config import ColumnType, DatasetPolicy
 from proxy.errors import InvalidParameterValueError, PolicyViolationError, UnsupportedQueryError
+from proxy.release.apply import Histograms
 from proxy.release.plan import ReleasePlan, price_query
-from proxy.rewrite.bound_contributions import bounded_query, contributions_histogram_query, histogram_query
+from proxy.rewrite.bound_contributions import (
+    QUANTILE_GRID,
+    bounded_query,
+    contributions_histogram_query,
+    histogram_query,
+    mode_histogram_query,
+)
 from proxy.rewrite.group_domains import domain_query, duplicate_keys_query, lookup_values_query
 
 MAX_GROUP_CELLS = 10_000
@@ -125,9 +133,9 @@ def prepare_release(
             f"the GROUP BY has {cells} public cells; at most {MAX_GROUP_CELLS} are answered",
             hint="group by fewer columns or filter with WHERE",
         )
-    if gaussian and (delta <= 0 or shape.thresholded):
+    if gaussian and delta <= 0:
         raise InvalidParameterValueError(
-            "veil.mechanism = gaussian needs veil.delta > 0 and public group keys",
+            "veil.mechanism = gaussian needs veil.delta > 0",
             hint="SET veil.delta = 1e-6, or SET veil.mechanism = laplace",
         )
     plan = price_query(
@@ -165,11 +173,45 @@ def totals_query(plan: ReleasePlan, *, dialect: str) -> str | None:
 
 
 def histogram_queries(plan: ReleasePlan, *, dialect: str) -> dict[str, str]:
-    """One engine query per column whose quantiles the plan measures."""
-    columns = {
-        m.quantity.column.name: m.quantity.column for m in plan.quantile_measurements if m.quantity.column
+    """One engine query per histogram the plan selects from: a grid histogram per column whose
+    quantiles it measures, a value histogram per column whose mode it measures (``mode(col)``)."""
+    queries = {}
+    for measurement in (*plan.quantile_measurements, *plan.mode_measurements):
+        quantity = measurement.quantity
+        assert quantity.column is not None
+        build = histogram_query if quantity.kind is QuantityKind.QUANTILE else mode_histogram_query
+        queries[quantity.histogram] = build(plan.shape, quantity.column, dialect=dialect).sql(dialect=dialect)
+    return queries
+
+
+def collect_histograms(plan: ReleasePlan, *, execute: Execute, dialect: str) -> Histograms:
+    """Run the histogram queries and fold their rows (keys…, bucket or value, weight) into one count
+    list per histogram and group cell: grid cells for quantiles, the public values in policy order
+    for modes."""
+    keys = len(plan.shape.group_keys)
+    folds = {
+        m.quantity.histogram: _fold(m.quantity)
+        for m in (*plan.quantile_measurements, *plan.mode_measurements)
     }
-    return {
-        name: histogram_query(plan.shape, column, dialect=dialect).sql(dialect=dialect)
-        for name, column in columns.items()
-    }
+    histograms: dict[str, dict[tuple[object, ...], list[int]]] = {}
+    for name, sql in histogram_queries(plan, dialect=dialect).items():
+        size, position = folds[name]
+        cells = histograms.setdefault(name, {})
+        for row in execute(sql)[1]:
+            index = position(row[keys])
+            if index is not None:
+                cells.setdefault(tuple(row[:keys]), [0] * size)[index] += int(row[keys + 1])
+    return histograms
+
+
+def _fold(quantity: Quantity) -> tuple[int, Callable[[Any], int | None]]:
+    """How many counts a histogram has, and where an engine row's bucket or value goes. A mode's
+    values come back in the engine's types (PostgreSQL's NUMERIC as Decimal), so they are typed as the
+    column before they are looked up; a value that still matches none is dropped — a per-row rule
+    that cannot make the query fail on one person's data."""
+    if quantity.kind is QuantityKind.QUANTILE:
+        return QUANTILE_GRID, int
+    column = quantity.column
+    assert column is not None and column.values is not None
+    index = {value: i for i, value in enumerate(column.values)}
+    return len(index), lambda value: index.get(_typed(value, column.type))

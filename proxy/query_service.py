@@ -8,18 +8,24 @@ execution and commit can only overcharge. A failure before any noisy value exist
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 
 import duckdb
 from sqlglot import exp
 
-from budget.ledger import Ledger
+from budget.accountants import Accountant
+from budget.answer_cache import CacheKey
+from budget.ledger import BASIC, Ledger
 from mechanisms.random_source import RandomSource
 from proxy import __version__
+from proxy.analysis.output_names import output_name
 from proxy.analysis.parse import parse_statements
 from proxy.analysis.shape import QueryShape
 from proxy.analysis.statements import (
+    BUDGET_TABLE,
+    BudgetQuery,
     ConstantQuery,
     PrivateQuery,
     PublicQuery,
@@ -33,22 +39,24 @@ from proxy.analysis.statements import (
 )
 from proxy.backends.base import Backend
 from proxy.backends.duckdb import DuckDBBackend
+from proxy.budget_view import budget_table
 from proxy.config import ColumnType, DatasetPolicy
 from proxy.errors import UnsupportedQueryError
 from proxy.planning import (
     checked_epsilon,
     choose_contribution_bound,
+    collect_histograms,
     histogram_queries,
     prepare_release,
     resolve_group_domains,
     totals_query,
 )
-from proxy.release.apply import Histograms, ReleasedTable, ResultColumn, release
+from proxy.release.apply import ReleasedTable, ResultColumn, release
+from proxy.release.cache_key import answer_digest
+from proxy.release.cost import release_cost
 from proxy.release.plan import ReleasePlan, bound_selection_epsilon
 from proxy.release.postprocess import PostprocessEngine
-from proxy.rewrite.bound_contributions import (
-    QUANTILE_GRID,
-)
+from proxy.release.stored import decode_table, encode_table
 from proxy.rewrite.session_info import SessionInfo, constant_query
 from proxy.settings import SETTINGS, SessionSettings, lookup
 
@@ -78,6 +86,17 @@ _ENGINE_TYPES = {  # DuckDB's type names, then PostgreSQL's
 
 
 @dataclass(frozen=True)
+class Charge:
+    """What a differentially private answer cost (for the audit log): nothing when ``cached``."""
+
+    epsilon: float
+    delta: float
+    accountant: str
+    mechanisms: str
+    cached: bool = False
+
+
+@dataclass(frozen=True)
 class StatementOutcome:
     """What one statement produced: a command tag, maybe a table, and notices for the client."""
 
@@ -85,6 +104,7 @@ class StatementOutcome:
     table: ReleasedTable | None = None
     notices: tuple[str, ...] = ()
     parameter_changed: tuple[str, str] | None = None  # a reported setting's new value
+    charge: Charge | None = None  # set for answers from private data
 
 
 @dataclass(frozen=True)
@@ -103,7 +123,10 @@ class QueryService:
         sandbox: DuckDBBackend,
         ledger: Ledger,
         rng: RandomSource,
+        accountant_of: Callable[[str], Accountant] = lambda _dataset: BASIC,
     ) -> None:
+        """``accountant_of`` names each dataset's accountant (the policy's choice), for this
+        dataset's debits and for the ``veil.budget`` view, which spans the analyst's datasets."""
         self.dataset, self.backend, self.sandbox, self.ledger, self.rng = (
             dataset,
             backend,
@@ -111,10 +134,16 @@ class QueryService:
             ledger,
             rng,
         )
+        self.accountant_of = accountant_of
+        self.accountant = accountant_of(dataset.name)
         self.postprocessor = PostprocessEngine()
 
     def parse(self, sql: str) -> list[exp.Expression]:
         return parse_statements(sql)
+
+    def statement_text(self, tree: exp.Expression) -> str:
+        """The statement as the audit log records it: normalized by sqlglot (one line, one style)."""
+        return tree.sql(dialect="postgres")
 
     def transaction_tag(self, tree: exp.Expression) -> str | None:
         """BEGIN/COMMIT/ROLLBACK, so the session can track the transaction status it reports."""
@@ -136,6 +165,16 @@ class QueryService:
         match statement:
             case ConstantQuery():
                 return self._answer_constant(statement, principal=principal)
+            case BudgetQuery(tree=tree):
+                table = self._budget(principal)
+                description, rows = self.postprocessor.run(
+                    tree.sql(dialect="duckdb"), table, name=BUDGET_TABLE
+                )
+                names = tuple(output_name(item) for item in tree.expressions)
+                return StatementOutcome(f"SELECT {len(rows)}", table=_typed_table(names, description, rows))
+            case ShowStatement(name=name) if name.lower() == "veil.budget":
+                table = self._budget(principal)
+                return StatementOutcome("SHOW", table=table)
             case PublicQuery(tree=tree):
                 description, rows = self.backend.execute(tree.sql(dialect=self.backend.dialect))
                 names = tuple(name for name, _ in description)
@@ -166,58 +205,101 @@ class QueryService:
     def _answer_privately(
         self, shape: QueryShape, text: str, *, principal: Principal, settings: SessionSettings
     ) -> StatementOutcome:
+        """Price, look for a stored answer, reserve, measure, commit — in that order: nothing is
+        read from private rows before the reservation exists."""
         shape = resolve_group_domains(shape, execute=self.backend.execute, dialect=self.backend.dialect)
-        epsilon, delta = self.epsilon(settings), float(settings.get("veil.delta"))
+        epsilon = self.epsilon(settings)
         options = {
-            "delta": delta,
+            "delta": float(settings.get("veil.delta")),
             "gaussian": settings.get("veil.mechanism") == "gaussian",
             "other_row": settings.get("veil.other_row") == "on",
+            "bound_epsilon": bound_selection_epsilon(epsilon) if shape.table.auto_contributions else 0.0,
         }
         dialect = self.backend.dialect
         plan, sql = prepare_release(shape, epsilon=epsilon, dialect=dialect, **options)
-        reservation = self.ledger.reserve(principal.name, self.dataset.name, plan.loss, statement=text)
+        key = self._cache_key(plan, sql, principal) if self.dataset.answer_cache else None
+        stored = self.ledger.answer_cache.get(key) if key is not None else None
+        if stored is not None:
+            return self._respond(
+                plan, decode_table(stored), principal=principal, settings=settings, cached=True
+            )
+        reservation = self.ledger.reserve(
+            principal.name, self.dataset.name, release_cost(plan), statement=text, accountant=self.accountant
+        )
         try:
             if shape.table.auto_contributions:
-                bound_epsilon = bound_selection_epsilon(epsilon)
                 shape = choose_contribution_bound(
-                    shape, epsilon=bound_epsilon, execute=self.backend.execute, dialect=dialect, rng=self.rng
+                    shape,
+                    epsilon=plan.bound_epsilon,
+                    execute=self.backend.execute,
+                    dialect=dialect,
+                    rng=self.rng,
                 )
-                plan, sql = prepare_release(
-                    shape, epsilon=epsilon, dialect=dialect, bound_epsilon=bound_epsilon, **options
-                )
-            exact_rows = self.backend.execute(sql)[1] if sql is not None else []
-            histograms = self._histograms(plan)
-            totals_sql = totals_query(plan, dialect=dialect)
-            totals = self.backend.execute(totals_sql)[1][0] if totals_sql is not None else ()
-            noisy = release(plan, exact_rows, rng=self.rng, histograms=histograms, exact_totals=totals)
+                plan, sql = prepare_release(shape, epsilon=epsilon, dialect=dialect, **options)
+            noisy = self._measure(plan, sql)
         except BaseException:
             self.ledger.cancel(reservation)
             raise
         self.ledger.commit(reservation)  # noisy values exist: from here on the spend stands
-        table = self._postprocess(shape, noisy)
-        balance = self.ledger.balance(principal.name, self.dataset.name)
-        notices = [
-            f"differential privacy: this answer spent {plan.describe()}; "
-            f"{balance.remaining_epsilon:.6g} of {balance.granted_epsilon:.6g} ε remains on dataset {self.dataset.name}"
-        ]
+        if key is not None:
+            self.ledger.answer_cache.put(key, encode_table(noisy), spend_id=reservation)
+        log.info("released analyst=%s dataset=%s epsilon=%s", principal.name, self.dataset.name, plan.epsilon)
+        return self._respond(plan, noisy, principal=principal, settings=settings, cached=False)
+
+    def _measure(self, plan: ReleasePlan, sql: str | None) -> ReleasedTable:
+        dialect = self.backend.dialect
+        exact_rows = self.backend.execute(sql)[1] if sql is not None else []
+        histograms = collect_histograms(plan, execute=self.backend.execute, dialect=dialect)
+        totals_sql = totals_query(plan, dialect=dialect)
+        totals = self.backend.execute(totals_sql)[1][0] if totals_sql is not None else ()
+        return release(plan, exact_rows, rng=self.rng, histograms=histograms, exact_totals=totals)
+
+    def _cache_key(self, plan: ReleasePlan, sql: str | None, principal: Principal) -> CacheKey:
+        dialect = self.backend.dialect
+        histograms = histogram_queries(plan, dialect=dialect)
+        engine_sql = (sql or "", totals_query(plan, dialect=dialect) or "", *sorted(histograms.values()))
+        digest = answer_digest(plan, engine_sql)
+        return CacheKey(principal.name, self.dataset.name, self.backend.data_version(), digest)
+
+    def _respond(
+        self,
+        plan: ReleasePlan,
+        noisy: ReleasedTable,
+        *,
+        principal: Principal,
+        settings: SessionSettings,
+        cached: bool,
+    ) -> StatementOutcome:
+        table = self._postprocess(plan.shape, noisy)
+        balance = self.ledger.balance(principal.name, self.dataset.name, accountant=self.accountant)
+        left = (
+            f"{balance.remaining_epsilon:.6g} of {balance.granted_epsilon:.6g} ε remains on dataset "
+            f"{self.dataset.name} ({balance.accountant} composition)"
+        )
+        if cached:
+            spent = "this is the stored answer of the same query asked before, so it spent nothing"
+        else:
+            spent = f"this answer spent {plan.describe()}"
+        notices = [f"differential privacy: {spent}; {left}"]
         if settings.get("veil.show_error") == "on":
             cells = max(len(noisy.rows), 1)
             bounds = ", ".join(
                 f"{m.quantity.label} ±{m.error_bound(cells=cells):.4g}" for m in plan.measurements
             )
             notices.append(f"95% error bounds of the noise (over all {cells} row(s)): {bounds}")
-        log.info("released analyst=%s dataset=%s epsilon=%s", principal.name, self.dataset.name, plan.epsilon)
-        return StatementOutcome(f"SELECT {len(table.rows)}", table=table, notices=tuple(notices))
+        charge = Charge(
+            epsilon=plan.epsilon,
+            delta=plan.delta,
+            accountant=self.accountant.name,
+            mechanisms=", ".join(sorted({m.mechanism for m in plan.measurements})),
+            cached=cached,
+        )
+        return StatementOutcome(
+            f"SELECT {len(table.rows)}", table=table, notices=tuple(notices), charge=charge
+        )
 
-    def _histograms(self, plan: ReleasePlan) -> Histograms:
-        keys = len(plan.shape.group_keys)
-        histograms: dict[str, dict[tuple[object, ...], list[int]]] = {}
-        for column, sql in histogram_queries(plan, dialect=self.backend.dialect).items():
-            cells = histograms.setdefault(column, {})
-            for row in self.backend.execute(sql)[1]:
-                counts = cells.setdefault(tuple(row[:keys]), [0] * QUANTILE_GRID)
-                counts[int(row[keys])] += int(row[keys + 1])
-        return histograms
+    def _budget(self, principal: Principal) -> ReleasedTable:
+        return budget_table(self.ledger, principal.name, accountant=self.accountant_of)
 
     def _postprocess(self, shape: QueryShape, noisy: ReleasedTable) -> ReleasedTable:
         """The query's own arithmetic, HAVING, ORDER BY and LIMIT, over noisy values only."""

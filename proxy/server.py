@@ -7,13 +7,13 @@ import logging
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from budget.ledger import Ledger
 from mechanisms.random_source import secure_random_source
 from proxy.backends import open_backend
 from proxy.backends.base import Backend
 from proxy.backends.duckdb import DuckDBBackend
 from proxy.config import DatasetPolicy, VeilConfig
 from proxy.errors import BackendUnavailableError, TooManyConnectionsError
+from proxy.ledger_access import accountants, open_ledger
 from proxy.query_service import QueryService
 from proxy.session import Session, SessionContext
 from proxy.wire import messages as wire
@@ -28,7 +28,7 @@ def build_context(config: VeilConfig, *, environ: Mapping[str, str] = NO_ENVIRON
     ``environ`` resolves postgres datasets' ``dsn_env`` (empty by default, so a ``dsn_env`` is unset).
     An engine that cannot be opened stops the start-up with a message naming the dataset (and, for
     PostgreSQL, the server without its password); the engines opened before it are closed again."""
-    ledger = Ledger.open(config.ledger_path)
+    ledger = open_ledger(config, environ)
     sandbox = DuckDBBackend.sandbox()
     rng = secure_random_source()
     backends: dict[str, Backend] = {}
@@ -41,7 +41,14 @@ def build_context(config: VeilConfig, *, environ: Mapping[str, str] = NO_ENVIRON
         sandbox.close()
         raise
     services = {
-        name: QueryService(dataset, backend=backends[name], sandbox=sandbox, ledger=ledger, rng=rng)
+        name: QueryService(
+            dataset,
+            backend=backends[name],
+            sandbox=sandbox,
+            ledger=ledger,
+            rng=rng,
+            accountant_of=accountants(config),
+        )
         for name, dataset in config.datasets.items()
     }
     return SessionContext(ledger=ledger, services=services)

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from budget.ledger import Ledger
+from proxy.audit_trail import AuditTrail
 from proxy.config import ColumnType
 from proxy.errors import (
     AuthenticationFailedError,
@@ -172,13 +173,17 @@ class Session:
                 await self._send(_error(EXTENDED_PROTOCOL_UNSUPPORTED))
 
     async def _simple_query(self, sql: str, service: QueryService, principal: Principal) -> None:
-        """Run each statement in turn; the first error ends the batch, as in PostgreSQL."""
+        """Run each statement in turn; the first error ends the batch, as in PostgreSQL. Every
+        statement is audited — before the client sees its answer."""
         out: list[bytes] = []
+        audit = AuditTrail(principal=principal.name, client=self.peer, dataset=service.dataset.name)
+        statement = sql
         try:
             trees = service.parse(sql)
             if not trees:
                 out.append(wire.empty_query_response())
             for tree in trees:
+                statement = service.statement_text(tree)
                 tag = service.transaction_tag(tree)
                 if self.transaction_status == "E" and tag not in ("COMMIT", "ROLLBACK"):
                     raise InFailedTransactionError(
@@ -188,6 +193,7 @@ class Session:
                 outcome = await asyncio.to_thread(
                     service.run, tree, principal=principal, settings=self.settings
                 )
+                audit.answered(statement, outcome)
                 self.transaction_status = {"BEGIN": "T", "COMMIT": "I", "ROLLBACK": "I"}.get(
                     tag or "", self.transaction_status
                 )
@@ -196,9 +202,13 @@ class Session:
             proxy_error = as_proxy_error(error)
             if proxy_error.sqlstate == "XX000":
                 log.exception("internal error incident=%s", getattr(proxy_error, "incident_id", "?"))
+            audit.refused(statement, proxy_error)
             out.append(_error(proxy_error))
             if self.transaction_status == "T":
                 self.transaction_status = "E"
+        await asyncio.to_thread(
+            self.context.ledger.audit_log.append, *audit.entries(self.context.ledger.now())
+        )
         out.append(wire.ready_for_query(self.transaction_status))
         await self._send(b"".join(out))
 

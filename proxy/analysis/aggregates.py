@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
-from typing import Protocol
+from typing import Any, Protocol
 
 from sqlglot import exp
 
@@ -17,6 +17,7 @@ from proxy.analysis.checks import check_predicate
 from proxy.analysis.intervals import interval, is_integer
 from proxy.analysis.refusals import refuse
 from proxy.config import ColumnPolicy, ColumnType, TablePolicy
+from proxy.errors import UnsupportedQueryError
 
 
 class ColumnScope(Protocol):
@@ -40,10 +41,16 @@ class AggregateKind(StrEnum):
     STDDEV_POP = "stddev_pop"
     STDDEV_SAMP = "stddev_samp"
     QUANTILE = "quantile"  # MEDIAN, PERCENTILE_CONT/DISC, MIN, MAX: the exponential mechanism
+    MODE = "mode"  # MODE() WITHIN GROUP over a public domain: the exponential mechanism
 
     @property
     def needs_bounds(self) -> bool:
-        return self not in (AggregateKind.COUNT_ROWS, AggregateKind.COUNT, AggregateKind.COUNT_UNITS)
+        return self not in (
+            AggregateKind.COUNT_ROWS,
+            AggregateKind.COUNT,
+            AggregateKind.COUNT_UNITS,
+            AggregateKind.MODE,
+        )
 
 
 _AGGREGATES: dict[type[exp.Expression], AggregateKind] = {
@@ -69,6 +76,7 @@ class AggregateInput:
     type: ColumnType = ColumnType.REAL
     lower: float | None = None
     upper: float | None = None
+    values: tuple[Any, ...] | None = None  # MODE: the column's public domain, its candidates
 
     @property
     def has_bounds(self) -> bool:
@@ -86,6 +94,9 @@ class Aggregate:
         if self.kind is AggregateKind.QUANTILE:
             assert self.column is not None
             return f"quantile({self.column.name}, {float(self.q or 0):g})"
+        if self.kind is AggregateKind.MODE:
+            assert self.column is not None
+            return f"mode({self.column.name})"
         if self.kind is AggregateKind.COUNT_ROWS:
             return "count(*)"
         if self.kind is AggregateKind.COUNT_UNITS:
@@ -125,10 +136,37 @@ def _fraction_literal(node: exp.Expression) -> Fraction:
     raise refuse("PERCENTILE takes a constant fraction between 0 and 1, e.g. PERCENTILE_CONT(0.9)")
 
 
+def _mode(node: exp.Expression, scope: ColumnScope) -> Aggregate | None:
+    """MODE() WITHIN GROUP (ORDER BY col), PostgreSQL's ordered-set aggregate, over a column whose
+    values the policy declares public: the candidates must not come from the data."""
+    if isinstance(node, exp.Mode):
+        raise UnsupportedQueryError(
+            "mode(col) is not PostgreSQL's MODE aggregate", hint="write MODE() WITHIN GROUP (ORDER BY col)"
+        )
+    if not (isinstance(node, exp.WithinGroup) and isinstance(node.this, exp.Mode)):
+        return None
+    order = node.expression.expressions if isinstance(node.expression, exp.Order) else []
+    argument = order[0].this if len(order) == 1 else None
+    if node.this.this is not None or not isinstance(argument, exp.Column):
+        raise UnsupportedQueryError(
+            "MODE() is answered only WITHIN GROUP (ORDER BY one column)",
+            hint="write MODE() WITHIN GROUP (ORDER BY col) with a column declared public in the policy",
+        )
+    column = scope.column(argument)
+    if not column.public or column.values is None:
+        raise refuse(
+            f'MODE() of "{argument.sql(dialect="postgres")}": the column has no public value domain',
+            hint=f"the candidates of a DP mode must be public: declare {argument.name} public with "
+            "values = [...] or range = [start, stop, step] in the policy (veil.toml)",
+        )
+    source = AggregateInput(column.name, exp.column(column.name), column.type, values=column.values)
+    return Aggregate(AggregateKind.MODE, source)
+
+
 def parse_aggregate(node: exp.Expression, scope: ColumnScope) -> Aggregate:
-    quantile = _quantile(node, scope)
-    if quantile is not None:
-        return quantile
+    selection = _quantile(node, scope) or _mode(node, scope)
+    if selection is not None:
+        return selection
     kind = _AGGREGATES.get(type(node))
     if kind is None:
         name = node.this.sql_name() if isinstance(node, exp.WithinGroup) else node.sql_name()

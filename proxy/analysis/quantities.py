@@ -22,6 +22,12 @@ class QuantityKind(StrEnum):
     SUM = "sum"  # SUM(clamped col)
     SUM_SQUARES = "sum_squares"  # SUM(clamped col²)
     QUANTILE = "quantile"  # a grid point chosen by the exponential mechanism from a histogram
+    MODE = "mode"  # a public value chosen by the (monotone) exponential mechanism from a histogram
+
+    @property
+    def selected(self) -> bool:
+        """Chosen among public candidates from an engine histogram, not measured with noise."""
+        return self in (QuantityKind.QUANTILE, QuantityKind.MODE)
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,9 @@ class Quantity:
         if self.kind is QuantityKind.QUANTILE:
             assert self.column is not None
             return f"quantile({self.column.name}, {float(self.q or 0):g})"
+        if self.kind is QuantityKind.MODE:
+            assert self.column is not None
+            return f"mode({self.column.name})"
         if self.kind is QuantityKind.ROWS:
             return "count(*)"
         if self.kind is QuantityKind.UNITS:
@@ -46,6 +55,13 @@ class Quantity:
             QuantityKind.SUM_SQUARES: "sum_squares",
         }
         return f"{name[self.kind]}({self.column.name})"
+
+    @property
+    def histogram(self) -> str:
+        """The engine histogram a selection is made from: one per column for its quantiles (every q
+        reads the same grid histogram), one per column for its mode."""
+        assert self.kind.selected and self.column is not None
+        return self.column.name if self.kind is QuantityKind.QUANTILE else self.label
 
 
 THRESHOLD_QUANTITY = Quantity(QuantityKind.UNITS, None)
@@ -67,6 +83,8 @@ def quantities_for(aggregate: Aggregate) -> tuple[Quantity, ...]:
             return (Quantity(QuantityKind.SUM, column), Quantity(QuantityKind.NON_NULL, column))
         case AggregateKind.QUANTILE:
             return (Quantity(QuantityKind.QUANTILE, column, aggregate.q),)
+        case AggregateKind.MODE:
+            return (Quantity(QuantityKind.MODE, column),)
     return (
         Quantity(QuantityKind.SUM, column),
         Quantity(QuantityKind.SUM_SQUARES, column),

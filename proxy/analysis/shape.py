@@ -131,13 +131,23 @@ def query_shape(tree: exp.Expression, dataset: DatasetPolicy) -> QueryShape:
     condition = scope.unqualified(where.this) if where is not None else None
     if condition is not None:
         check_predicate(condition, clause="WHERE")
-    if any(key.thresholded for key in group_keys) and any(
-        a.kind is AggregateKind.QUANTILE for a in builder.aggregates
-    ):
-        raise refuse("quantiles with GROUP BY keys taken from the data are not supported yet")
+    if any(key.thresholded for key in group_keys):
+        _refuse_selections_over_data_keys(builder.aggregates)
     names = tuple(output_name(item) for item in tree.expressions)
     aggregates = tuple(builder.aggregates)
     return QueryShape(scope.table, group_keys, aggregates, condition, postprocess, names, source)
+
+
+def _refuse_selections_over_data_keys(aggregates: list[Aggregate]) -> None:
+    """Quantiles and modes come from per-group engine histograms, not yet combined with τ-thresholding."""
+    kinds = {aggregate.kind for aggregate in aggregates}
+    if AggregateKind.QUANTILE in kinds:
+        raise refuse("quantiles with GROUP BY keys taken from the data are not supported yet")
+    if AggregateKind.MODE in kinds:
+        raise refuse(
+            "MODE() with GROUP BY keys taken from the data is not supported yet",
+            hint="group by columns with public values, or ask for the mode without those keys",
+        )
 
 
 def _table_policy(table: exp.Table, dataset: DatasetPolicy) -> TablePolicy:

@@ -55,6 +55,17 @@ class PrivateQuery:
     shape: QueryShape
 
 
+@dataclass(frozen=True)
+class BudgetQuery:
+    """Reads the ``veil.budget`` view: the analyst's own budget, from the ledger — no data, no
+    cost. ``tree`` names the view ``BUDGET_TABLE``, as the sandbox that answers it registers it."""
+
+    tree: exp.Select
+
+
+BUDGET_TABLE = "veil_budget"
+
+
 Statement = (
     SetStatement
     | ShowStatement
@@ -63,6 +74,7 @@ Statement = (
     | ConstantQuery
     | PublicQuery
     | PrivateQuery
+    | BudgetQuery
 )
 
 
@@ -84,6 +96,8 @@ def classify(tree: exp.Expression, dataset: DatasetPolicy) -> Statement:
     if isinstance(tree, exp.Command):
         return _command(tree)
     if tables := referenced_tables(tree):
+        if any(_is_budget_view(table) for table in tables):
+            return _budget_query(tree, tables)
         if not isinstance(tree, exp.Select):
             _refuse_non_select(tree, dataset)
         if all((policy := dataset.table(table.name)) is not None and policy.public for table in tables):
@@ -94,6 +108,24 @@ def classify(tree: exp.Expression, dataset: DatasetPolicy) -> Statement:
         check_constant_expression(tree)
         return ConstantQuery(tree, tuple(output_name(item) for item in tree.expressions))
     raise UnsupportedQueryError(f"{tree.key.upper()} statements are not supported", hint="Veil is read-only")
+
+
+def _is_budget_view(table: exp.Table) -> bool:
+    return table.db.lower() == "veil" and table.name.lower() == "budget" and not table.catalog
+
+
+def _budget_query(tree: exp.Expression, tables: list[exp.Table]) -> BudgetQuery:
+    if not isinstance(tree, exp.Select) or not all(_is_budget_view(table) for table in tables):
+        raise UnsupportedQueryError(
+            "veil.budget can only be read on its own, with SELECT",
+            hint="SELECT * FROM veil.budget — or SHOW veil.budget",
+        )
+    check_public_query(tree)
+    renamed = tree.copy()
+    for table in referenced_tables(renamed):
+        table.set("db", None)
+        table.set("this", exp.to_identifier(BUDGET_TABLE))
+    return BudgetQuery(renamed)
 
 
 def _refuse_non_select(tree: exp.Expression, dataset: DatasetPolicy) -> None:

@@ -1,7 +1,8 @@
 """The one small interface every database engine behind a dataset implements.
 
-The query service needs three things from an engine: which SQL dialect to generate (sqlglot's name
-for it), a way to run one generated query, and a way to let go of its resources. Nothing else — no
+The query service needs four things from an engine: which SQL dialect to generate (sqlglot's name
+for it), a way to run one generated query, a version of the data (for the answer cache), and a way
+to let go of its resources. Nothing else — no
 transactions, no parameters, no cursors — so an engine can be swapped without touching the pipeline.
 """
 
@@ -26,5 +27,10 @@ class Backend(Protocol):
     dialect: str
 
     def execute(self, sql: str) -> tuple[Description, Rows]: ...
+
+    def data_version(self) -> str:
+        """Changes whenever the data may have changed, so that a cached noisy answer is only
+        returned for the data it was computed on (budget/answer_cache.py)."""
+        ...
 
     def close(self) -> None: ...

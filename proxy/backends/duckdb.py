@@ -26,6 +26,7 @@ class DuckDBBackend:
     dialect = "duckdb"
 
     def __init__(self, path: Path) -> None:
+        self._path: Path | None = path
         try:
             self._connection = duckdb.connect(str(path), read_only=True, config=dict(SANDBOX_CONFIG))
         except duckdb.Error as error:
@@ -40,7 +41,16 @@ class DuckDBBackend:
         """An empty in-memory engine for constant queries (``SELECT 1``): it holds no data at all."""
         backend = cls.__new__(cls)
         backend._connection = duckdb.connect(":memory:", config=dict(SANDBOX_CONFIG))
+        backend._path = None
         return backend
+
+    def data_version(self) -> str:
+        """The file's modification time and size. Veil holds the file open read-only, so DuckDB's
+        lock keeps writers out while it runs: the data can only change between two runs."""
+        if self._path is None:
+            return "empty"
+        status = self._path.stat()
+        return f"{status.st_mtime_ns}:{status.st_size}"
 
     def execute(self, sql: str) -> tuple[Description, Rows]:
         """Run one query on a fresh cursor (cursors are safe across threads) → (name, type) pairs, rows.

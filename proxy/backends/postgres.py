@@ -112,6 +112,14 @@ class PostgresBackend:
                     self._checkin(connection)
         raise AssertionError("unreachable: the second attempt returns or raises")  # pragma: no cover
 
+    def data_version(self) -> str:
+        """A digest of every relation in the schema: its file node (changed by TRUNCATE, VACUUM FULL,
+        CLUSTER, a reload) and its insert/update/delete counters, plus the server's start time
+        (counters restart with it). The counters come from the statistics system, which another
+        session's writes reach within seconds — a cached answer may outlive a change by that long."""
+        query = _DATA_VERSION.format(schema=pgsql.Literal(self.schema)).as_string(None)
+        return str(self.execute(query)[1][0][0])
+
     def close(self) -> None:
         """Close every idle connection now; connections in use are closed when their query ends."""
         with self._lock:
@@ -188,6 +196,15 @@ class PostgresBackend:
             connection.close()
             raise
         return connection
+
+
+_DATA_VERSION = pgsql.SQL(
+    "SELECT md5(coalesce(string_agg(concat_ws(':', c.oid, c.relfilenode, s.n_tup_ins, s.n_tup_upd,"
+    " s.n_tup_del), ',' ORDER BY c.oid), '')) || ':' || pg_postmaster_start_time()::text"
+    " FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+    " LEFT JOIN pg_catalog.pg_stat_all_tables s ON s.relid = c.oid"
+    " WHERE n.nspname = {schema} AND c.relkind IN ('r', 'p', 'm')"
+)
 
 
 def with_connection_defaults(dsn: str) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 
 from mechanisms.gaussian import discrete_gaussian_mechanism, gaussian_mechanism
 from mechanisms.laplace import discrete_laplace_mechanism, laplace_mechanism
+from mechanisms.mode import dp_mode_from_histogram
 from mechanisms.quantile import dp_quantile_from_histogram
 from mechanisms.random_source import RandomSource
 from proxy.analysis.aggregates import Aggregate, AggregateKind
@@ -47,7 +48,7 @@ def public_cells(plan: ReleasePlan) -> list[Cell]:
     return list(itertools.product(*domains))
 
 
-Histograms = Mapping[str, Mapping[Cell, Sequence[int]]]  # column → cell → weighted count per grid cell
+Histograms = Mapping[str, Mapping[Cell, Sequence[int]]]  # Quantity.histogram → cell → weighted counts
 
 
 def release(
@@ -59,7 +60,7 @@ def release(
     exact_totals: Sequence[Any] = (),
 ) -> ReleasedTable:
     """The noisy table: every public cell, each aggregate computed from noisy quantities.
-    ``exact_rows`` hold the keys then the scalar quantities; quantiles come from ``histograms``;
+    ``exact_rows`` hold the keys then the scalar quantities; quantiles and modes come from ``histograms``;
     ``exact_totals`` (without GROUP BY) feed the "(other)" row when the plan asks for one."""
     keys = len(plan.shape.group_keys)
     exact = {tuple(row[:keys]): row[keys:] for row in exact_rows}
@@ -71,6 +72,7 @@ def release(
         values = exact.get(cell, (None,) * len(scalars))
         noisy = {m.quantity: _noisy(m, v, rng=rng) for m, v in zip(scalars, values, strict=True)}
         noisy |= {m.quantity: _quantile(m, histograms, cell, rng=rng) for m in plan.quantile_measurements}
+        noisy |= {m.quantity: _mode(m, histograms, cell, rng=rng) for m in plan.mode_measurements}
         if plan.threshold is not None and noisy[THRESHOLD_QUANTITY] <= plan.threshold:
             continue  # too few people share this data-derived key to show that it exists
         rows.append(cell + tuple(_aggregate_value(a, noisy) for a in plan.shape.aggregates))
@@ -137,7 +139,7 @@ def _quantile(measurement: Measurement, histograms: Histograms, cell: Cell, *, r
     """An empty cell still gets an answer (all grid points then score alike): emptiness stays hidden."""
     column = measurement.quantity.column
     assert column is not None and column.lower is not None and column.upper is not None
-    counts = histograms.get(column.name, {}).get(cell) or [0] * QUANTILE_GRID
+    counts = histograms.get(measurement.quantity.histogram, {}).get(cell) or [0] * QUANTILE_GRID
     return dp_quantile_from_histogram(
         counts,
         q=float(measurement.quantity.q or 0),
@@ -149,7 +151,19 @@ def _quantile(measurement: Measurement, histograms: Histograms, cell: Cell, *, r
     )
 
 
-def _aggregate_value(aggregate: Aggregate, noisy: dict[Quantity, int | float]) -> int | float | None:
+def _mode(measurement: Measurement, histograms: Histograms, cell: Cell, *, rng: RandomSource) -> Any:
+    """The public value chosen for this cell; an empty cell gets a uniformly random one (all values then
+    score alike), so emptiness stays hidden."""
+    column = measurement.quantity.column
+    assert column is not None and column.values is not None
+    counts = histograms.get(measurement.quantity.histogram, {}).get(cell) or [0] * len(column.values)
+    index = dp_mode_from_histogram(
+        counts, epsilon=measurement.epsilon, sensitivity=round(measurement.sensitivity), rng=rng
+    )
+    return column.values[index]
+
+
+def _aggregate_value(aggregate: Aggregate, noisy: dict[Quantity, Any]) -> Any:
     values = [noisy[q] for q in quantities_for(aggregate)]
     if len(values) == 1:
         return values[0]
@@ -185,12 +199,16 @@ def _noisy_columns(plan: ReleasePlan) -> tuple[ResultColumn, ...]:
     keys = [ResultColumn(key_column(i), key.type) for i, key in enumerate(plan.shape.group_keys)]
     integers = {m.quantity for m in plan.measurements if m.integer_output}
     aggregates = [
-        ResultColumn(
-            aggregate_column(i),
-            ColumnType.INTEGER
-            if len(quantities_for(a)) == 1 and quantities_for(a)[0] in integers
-            else ColumnType.REAL,
-        )
+        ResultColumn(aggregate_column(i), _aggregate_type(a, integers))
         for i, a in enumerate(plan.shape.aggregates)
     ]
     return (*keys, *aggregates)
+
+
+def _aggregate_type(aggregate: Aggregate, integers: set[Quantity]) -> ColumnType:
+    """A mode has its column's type; counts and integer sums are integers; the rest is real."""
+    if aggregate.kind is AggregateKind.MODE:
+        assert aggregate.column is not None
+        return aggregate.column.type
+    quantities = quantities_for(aggregate)
+    return ColumnType.INTEGER if len(quantities) == 1 and quantities[0] in integers else ColumnType.REAL

@@ -28,11 +28,13 @@ class PostprocessEngine:
     def __init__(self) -> None:
         self._connection = duckdb.connect(":memory:", config=dict(SANDBOX_CONFIG))
 
-    def run(self, sql: str, table: ReleasedTable) -> tuple[list[tuple[str, str]], list[tuple[object, ...]]]:
+    def run(
+        self, sql: str, table: ReleasedTable, *, name: str = NOISY_TABLE
+    ) -> tuple[list[tuple[str, str]], list[tuple[object, ...]]]:
         """→ (name, DuckDB type) pairs and rows. The registration lives only on this call's cursor."""
         cursor = self._connection.cursor()
         try:
-            cursor.register(NOISY_TABLE, _frame(table))
+            cursor.register(name, _frame(table))
             cursor.execute(sql)
             description = [(column[0], str(column[1])) for column in cursor.description or []]
             return description, cursor.fetchall()

@@ -243,8 +243,7 @@ BUCKET = "_dp_bucket"
 
 def histogram_query(shape: QueryShape, column: AggregateInput, *, dialect: str) -> exp.Select:
     """Per group, the weighted count of a column's clamped values in each of G grid cells — all a
-    DP quantile needs, computed in the engine. Each person's weights are integers summing to at
-    most L·K (K per row within the bound, ``L·K // N_u`` beyond it), so the histogram stays exact."""
+    DP quantile needs, computed in the engine (weights: :func:`_weighted_histogram`)."""
     value = exp.column(value_alias(column))
     rows = _filtered_rows(shape, (Quantity(QuantityKind.SUM, column),), dialect=dialect)
     assert column.lower is not None and column.upper is not None
@@ -265,13 +264,41 @@ def histogram_query(shape: QueryShape, column: AggregateInput, *, dialect: str) 
         .from_(rows.subquery("_dp_rows"), copy=False)
         .where(value.copy().is_(exp.null()).not_(), copy=False)
     )
+    return _weighted_histogram(shape, values, BUCKET)
+
+
+def mode_histogram_query(shape: QueryShape, column: AggregateInput, *, dialect: str) -> exp.Select:
+    """Per group, the weighted count of each public value of a column — all a DP mode needs, computed
+    in the engine. Values outside the policy's domain (and NULL) are dropped, like group keys outside
+    theirs; the values are not clamped, so each row counts for the value it holds.
+
+    >>> mode_histogram_query(shape, blood, dialect="duckdb").sql()  # MODE() WITHIN GROUP (ORDER BY blood)
+    WITH _dp_values AS (SELECT * FROM (SELECT patient_id AS _dp_unit, blood AS _dp_value_blood FROM
+    visits) AS _dp_rows WHERE _dp_value_blood IN ('A', 'B', 'O')), _dp_totals AS (…) SELECT
+    _dp_value_blood, SUM(…) AS _dp_weight FROM _dp_values JOIN _dp_totals USING (_dp_unit) GROUP BY …
+    """
+    assert column.values is not None, "a mode's candidates are the column's public values"
+    rows = _filtered_rows(shape, (Quantity(QuantityKind.MODE, column),), dialect=dialect)
+    value = exp.column(value_alias(column))
+    values = (
+        exp.select(exp.Star(), copy=False)
+        .from_(rows.subquery("_dp_rows"), copy=False)
+        .where(value.isin(*[exp.convert(candidate) for candidate in column.values]), copy=False)
+    )
+    return _weighted_histogram(shape, values, value_alias(column))
+
+
+def _weighted_histogram(shape: QueryShape, values: exp.Select, label: str) -> exp.Select:
+    """``SUM(weight)`` per group and ``label`` over the rows of ``values``. Each person's weights are
+    integers summing to at most L·K (K per row within the bound, ``L·K // N_u`` beyond it, N_u the
+    person's rows here), so histogram counts stay exact integers whatever L is."""
     keys = [exp.column(key_alias(i)) for i in range(len(shape.group_keys))]
     if shape.table.privacy_unit is None:
         counts = exp.select(
-            *keys, exp.column(BUCKET), exp.Count(this=exp.Star()).as_("_dp_weight"), copy=False
+            *keys, exp.column(label), exp.Count(this=exp.Star()).as_("_dp_weight"), copy=False
         )
         return counts.from_(values.subquery("_dp_values"), copy=False).group_by(
-            *_copies(keys), exp.column(BUCKET), copy=False
+            *_copies(keys), exp.column(label), copy=False
         )
     totals = (
         exp.select(exp.column(UNIT), exp.Count(this=exp.Star()).as_(PERSON_ROWS), copy=False)
@@ -291,10 +318,10 @@ def histogram_query(shape: QueryShape, column: AggregateInput, *, dialect: str) 
         default=exp.IntDiv(this=exp.convert(limit), expression=exp.column(PERSON_ROWS)),
     )
     query = (
-        exp.select(*keys, exp.column(BUCKET), exp.Sum(this=weight).as_("_dp_weight"), copy=False)
+        exp.select(*keys, exp.column(label), exp.Sum(this=weight).as_("_dp_weight"), copy=False)
         .from_(_table("_dp_values"), copy=False)
         .join(_table("_dp_totals"), using=[exp.to_identifier(UNIT)], copy=False)
-        .group_by(*_copies(keys), exp.column(BUCKET), copy=False)
+        .group_by(*_copies(keys), exp.column(label), copy=False)
     )
     return query.with_(exp.TableAlias(this=exp.to_identifier("_dp_values")), as_=values, copy=False).with_(
         exp.TableAlias(this=exp.to_identifier("_dp_totals")), as_=totals, copy=False

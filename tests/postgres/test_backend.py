@@ -306,7 +306,7 @@ def test_build_context_opens_a_postgres_dataset_from_dsn_env(
     in_schema(pg, fresh_schema, VISITS)
     text = f'[datasets.clinic]\nbackend = "postgres"\ndsn_env = "CLINIC_DSN"\nschema = "{fresh_schema}"\n'
     config = parse_config(text, path=tmp_path / "veil.toml")
-    Ledger.create(config.ledger_path)
+    Ledger.create(config.ledger.path)
     context = build_context(config, environ={"CLINIC_DSN": postgres_dsn})
     backend = context.services["clinic"].backend
     try:
@@ -320,7 +320,7 @@ def test_build_context_opens_a_postgres_dataset_from_dsn_env(
 def test_build_context_refuses_an_unset_dsn_env(tmp_path: Path) -> None:
     text = '[datasets.clinic]\nbackend = "postgres"\ndsn_env = "CLINIC_DSN"\n'
     config = parse_config(text, path=tmp_path / "veil.toml")
-    Ledger.create(config.ledger_path)
+    Ledger.create(config.ledger.path)
     with pytest.raises(ConfigError, match=r"datasets\.clinic\.dsn_env: the environment variable CLINIC_DSN"):
         build_context(config, environ={})
 
@@ -328,7 +328,7 @@ def test_build_context_refuses_an_unset_dsn_env(tmp_path: Path) -> None:
 def test_build_context_names_the_dataset_that_cannot_connect(tmp_path: Path) -> None:
     text = f'[datasets.clinic]\nbackend = "postgres"\ndsn = "host={tmp_path} port=5999 connect_timeout=2"\n'
     config = parse_config(text, path=tmp_path / "veil.toml")
-    Ledger.create(config.ledger_path)
+    Ledger.create(config.ledger.path)
     with pytest.raises(BackendUnavailableError, match='dataset "clinic": cannot connect to PostgreSQL'):
         build_context(config)
 

@@ -23,10 +23,12 @@ from mechanisms.gaussian import (
     discrete_gaussian_mechanism,
     discrete_gaussian_privacy_loss,
     discrete_gaussian_sigma,
+    discrete_gaussian_upper_tail,
     gaussian_grid_step,
     gaussian_mechanism,
     gaussian_privacy_loss,
     gaussian_rho,
+    gaussian_upper_tail,
     zcdp_to_approx_dp,
 )
 
@@ -373,3 +375,53 @@ def test_zcdp_conversion_rejects_bad_arguments() -> None:
         zcdp_to_approx_dp(-0.1, 1e-5)
     with pytest.raises(MechanismError, match="delta must be a number strictly between 0 and 1"):
         zcdp_to_approx_dp(0.1, 0.0)
+
+
+# --- upper tails (τ-thresholding) ----------------------------------------------------------------------------
+
+
+def discrete_gaussian_tail(sigma: float, m: int) -> float:
+    """P[Y >= m], Y ~ N_Z(0, σ²), by brute-force summation."""
+    reach = int(60 * sigma) + abs(m) + 10
+    weight = {y: math.exp(-y * y / (2 * sigma * sigma)) for y in range(-reach, reach + 1)}
+    return math.fsum(w for y, w in weight.items() if y >= m) / math.fsum(weight.values())
+
+
+@pytest.mark.parametrize(("sensitivity", "probability"), [(1.0, 1e-7), (2.0, 1e-3), (3.0, 0.05)])
+def test_discrete_upper_tail_is_exceeded_at_most_with_the_probability(
+    sensitivity: float, probability: float
+) -> None:
+    sigma = discrete_gaussian_sigma(sensitivity=sensitivity, epsilon=0.5, delta=1e-6)
+    tail = discrete_gaussian_upper_tail(
+        sensitivity=sensitivity, epsilon=0.5, delta=1e-6, probability=probability
+    )
+    assert discrete_gaussian_tail(sigma, tail + 1) <= probability, "P[value + Y > value + t] <= probability"
+    # and not much more than needed: the continuous quantile σ·Φ⁻¹(1 − p), within one unit
+    assert abs(tail - sigma * norm.isf(probability)) <= 1.0
+
+
+def test_grid_upper_tail_is_the_continuous_quantile_plus_at_most_a_grid_step() -> None:
+    for sensitivity in (1.0, math.sqrt(3), 300.0):
+        sigma = analytic_gaussian_sigma(sensitivity=sensitivity, epsilon=0.5, delta=1e-6)
+        tail = gaussian_upper_tail(sensitivity=sensitivity, epsilon=0.5, delta=1e-6, probability=1e-7)
+        step = gaussian_grid_step(sensitivity=sensitivity, epsilon=0.5, delta=1e-6)
+        quantile = sigma * norm.isf(1e-7)
+        assert quantile * (1 - 1e-5) <= tail <= quantile * (1 + 1e-5) + 2 * step
+
+
+def test_grid_upper_tail_bounds_the_noise_of_the_grid_mechanism() -> None:
+    # P[noise > t] <= 0.02 at Δ = 1: over 4 000 draws at most 80 expected; a binomial 4-s.e. ceiling.
+    tail = gaussian_upper_tail(sensitivity=1.0, epsilon=1.0, delta=1e-5, probability=0.02)
+    rng = random.Random(SEED)
+    above = sum(
+        gaussian_mechanism(0.3, sensitivity=1.0, epsilon=1.0, delta=1e-5, rng=rng) > 0.3 + tail
+        for _ in range(4000)
+    )
+    assert above <= 80 + 4 * math.sqrt(4000 * 0.02 * 0.98)
+
+
+@pytest.mark.parametrize("probability", [0.0, 1.0, -0.5, float("nan")])
+def test_upper_tails_reject_a_bad_probability(probability: float) -> None:
+    for tail in (gaussian_upper_tail, discrete_gaussian_upper_tail):
+        with pytest.raises(MechanismError, match="probability must be strictly between 0 and 1"):
+            tail(sensitivity=1.0, epsilon=1.0, delta=1e-6, probability=probability)

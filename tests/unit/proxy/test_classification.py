@@ -107,7 +107,15 @@ def test_same_aggregate_twice_is_measured_once() -> None:
         ("SELECT SUM(patient_id) FROM visits", "42501", "needs declared bounds"),
         ("SELECT SUM(note) FROM visits", "42501", "numeric column"),
         ("SELECT MAX(note) FROM visits", "42501", "numeric column"),
-        ("SELECT MODE() WITHIN GROUP (ORDER BY sex) FROM visits", "42501", r"mode\(\) is not supported yet"),
+        ("SELECT MODE() WITHIN GROUP (ORDER BY note) FROM visits", "42501", "no public value domain"),
+        ("SELECT MODE() WITHIN GROUP (ORDER BY age) FROM visits", "42501", "no public value domain"),
+        ("SELECT mode(sex) FROM visits", "0A000", "not PostgreSQL's MODE aggregate"),
+        ("SELECT MODE() WITHIN GROUP (ORDER BY lower(sex)) FROM visits", "0A000", "ORDER BY one column"),
+        (
+            "SELECT note, MODE() WITHIN GROUP (ORDER BY sex) FROM visits GROUP BY note",
+            "42501",
+            r"MODE\(\) with GROUP BY keys taken from the data",
+        ),
         ("SELECT PERCENTILE_CONT(1.5) WITHIN GROUP (ORDER BY age) FROM visits", "42501", "between 0 and 1"),
         (
             "SELECT note, MEDIAN(age) FROM visits GROUP BY note",

@@ -13,6 +13,7 @@ import tomli_w
 
 from proxy.config import (
     ColumnType,
+    LedgerSettings,
     load_config,
     parse_config,
     read_document,
@@ -208,6 +209,57 @@ INVALID_DOCUMENTS: list[tuple[str, Callable[[Document], None], str]] = [
     ("port out of range", _set("server.port", 70000), "server.port: must be between 0 and 65535"),
     ("unknown server key", _set("server.colour", "red"), "server.colour: unknown key"),
     ("unknown ledger key", _set("ledger.colour", "red"), "ledger.colour: unknown key"),
+    (
+        "ledger path and dsn",
+        _set("ledger.dsn", "dbname=veil"),
+        "ledger.dsn: give one of path (an SQLite file on this host) and dsn or dsn_env",
+    ),
+    (
+        "ledger dsn and dsn_env",
+        lambda d: d.update(ledger={"dsn": "dbname=veil", "dsn_env": "LEDGER_DSN"}),
+        "ledger.dsn_env: give one of path",
+    ),
+    (
+        "ledger schema with a path",
+        _set("ledger.schema", "veil"),
+        "ledger.schema: is only used with a PostgreSQL",
+    ),
+    ("empty ledger path", _set("ledger.path", " "), "ledger.path: must not be empty"),
+    (
+        "ledger path is a dsn",
+        _set("ledger.path", "postgresql://db/veil"),
+        "ledger.path: looks like a connection",
+    ),
+    (
+        "ledger dsn without a database",
+        lambda d: d.update(ledger={"dsn": "host=db user=veil"}),
+        "ledger.dsn: must name the ledger's database",
+    ),
+    (
+        "ledger dsn with a password",
+        lambda d: d.update(ledger={"dsn": "postgresql://veil:hunter2@db/veil"}),
+        "ledger.dsn: must not contain a password",
+    ),
+    (
+        "ledger dsn_env not a variable",
+        lambda d: d.update(ledger={"dsn_env": "LEDGER-DSN"}),
+        "ledger.dsn_env: must be the name of an environment variable",
+    ),
+    (
+        "ledger schema not a name",
+        lambda d: d.update(ledger={"dsn_env": "LEDGER_DSN", "schema": "veil ledger"}),
+        "ledger.schema: must be a schema name",
+    ),
+    (
+        "unknown accountant",
+        _set("datasets.demo.accountant", "renyi"),
+        'datasets.demo.accountant: must be one of "basic", "advanced", "zcdp"',
+    ),
+    (
+        "answer_cache not boolean",
+        _set("datasets.demo.answer_cache", "yes"),
+        "datasets.demo.answer_cache: must be true or false, got 'yes'",
+    ),
     ("ledger is not a table", _set("ledger", "ledger.sqlite"), "ledger: must be a table ([section])"),
     (
         "unknown top-level key",
@@ -283,7 +335,7 @@ def test_rejects_text_that_is_not_toml(tmp_path: Path) -> None:
 
 def test_parses_valid_document(tmp_path: Path) -> None:
     config = parse(valid_document(), tmp_path)
-    assert config.ledger_path == tmp_path / "ledger.sqlite"
+    assert config.ledger == LedgerSettings(path=tmp_path / "ledger.sqlite")
     assert (config.server.host, config.server.port) == ("127.0.0.1", 5433)
     demo = config.dataset("demo")
     assert demo is not None
@@ -308,10 +360,12 @@ def test_row_privacy_unit_means_one_row_per_person(tmp_path: Path) -> None:
 
 def test_defaults_apply_to_a_minimal_document(tmp_path: Path) -> None:
     config = parse({"datasets": {"d": {"path": "d.duckdb"}}}, tmp_path)
-    assert config.ledger_path == tmp_path / "ledger.sqlite"
+    assert config.ledger == LedgerSettings(path=tmp_path / "ledger.sqlite")
+    assert not config.ledger.shared
     assert (config.server.host, config.server.port) == ("127.0.0.1", 5433)
     dataset = config.dataset("d")
     assert (dataset.backend, dataset.default_epsilon, dataset.max_epsilon) == ("duckdb", 0.1, 1.0)
+    assert (dataset.accountant, dataset.answer_cache) == ("basic", True)
     assert dict(dataset.tables) == {}
 
 
@@ -564,3 +618,51 @@ def test_rejects_bad_ranges(tmp_path: Path, column: dict[str, Any], message: str
     _columns(document)["age"] = column
     with pytest.raises(ConfigError, match=message):
         parse(document, tmp_path)
+
+
+# --- [ledger] and the accounting keys -----------------------------------------------------------------
+
+
+def test_sqlite_ledger_path_is_relative_to_the_policy_file(tmp_path: Path) -> None:
+    document = valid_document()
+    document["ledger"] = {"path": "state/budget.sqlite"}
+    ledger = parse(document, tmp_path).ledger
+    assert ledger.path == tmp_path / "state" / "budget.sqlite"
+    assert ledger.resolve_location({}) == tmp_path / "state" / "budget.sqlite"
+
+
+def test_postgres_ledger_from_a_dsn_with_its_schema(tmp_path: Path) -> None:
+    document = valid_document()
+    document["ledger"] = {"dsn": "host=db.internal dbname=veil user=veil", "schema": "Budgets"}
+    ledger = parse(document, tmp_path).ledger
+    assert ledger == LedgerSettings(dsn="host=db.internal dbname=veil user=veil", schema="budgets")
+    assert ledger.shared
+    assert ledger.resolve_location({}) == "host=db.internal dbname=veil user=veil"
+
+
+def test_postgres_ledger_dsn_env_is_resolved_only_from_the_mapping_given(tmp_path: Path) -> None:
+    document = valid_document()
+    document["ledger"] = {"dsn_env": "LEDGER_DSN"}
+    ledger = parse(document, tmp_path).ledger
+    assert (ledger.path, ledger.dsn, ledger.dsn_env, ledger.schema) == (
+        None,
+        None,
+        "LEDGER_DSN",
+        "veil_ledger",
+    )
+    assert ledger.resolve_location({"LEDGER_DSN": "postgresql://v:pw@db/veil"}) == "postgresql://v:pw@db/veil"
+    with pytest.raises(ConfigError, match=r"ledger\.dsn_env: the environment variable LEDGER_DSN is not set"):
+        ledger.resolve_location({"LEDGER_DSN": " "})
+
+
+@pytest.mark.parametrize("accountant", ["basic", "advanced", "zcdp"])
+def test_accountant_and_answer_cache_are_per_dataset(tmp_path: Path, accountant: str) -> None:
+    document = valid_document()
+    document["datasets"]["demo"].update(accountant=accountant, answer_cache=False)
+    demo = parse(document, tmp_path).dataset("demo")
+    assert (demo.accountant, demo.answer_cache) == (accountant, False)
+
+
+def test_postgres_datasets_take_the_accounting_keys_too(tmp_path: Path) -> None:
+    demo = parse(postgres_document(accountant="zcdp", answer_cache=False), tmp_path).dataset("demo")
+    assert (demo.backend, demo.accountant, demo.answer_cache) == ("postgres", "zcdp", False)

@@ -77,7 +77,7 @@ def test_different_seeds_give_different_rows(tmp_path: Path) -> None:
 
 def test_policy_loads_and_points_at_the_files(demo: DemoLayout, policy: DatasetPolicy) -> None:
     config = load_config(demo.config_path)
-    assert config.ledger_path == demo.ledger_path
+    assert config.ledger.path == demo.ledger_path
     assert (policy.backend, policy.path) == ("duckdb", demo.database_path)
     assert (policy.default_epsilon, policy.max_epsilon) == (0.1, 1.0)
     assert tuple(policy.tables) == demo.tables
