@@ -151,11 +151,17 @@ class QueryService:
         return statement.tag if statement is not None else None
 
     def run(
-        self, tree: exp.Expression, *, principal: Principal, settings: SessionSettings
+        self,
+        tree: exp.Expression,
+        *,
+        principal: Principal,
+        settings: SessionSettings,
+        text: str | None = None,
     ) -> StatementOutcome:
+        """``text``: the statement as :meth:`statement_text` gives it, if the caller has it already."""
         statement = classify(tree, self.dataset)
         if isinstance(statement, PrivateQuery):
-            text = tree.sql(dialect="postgres")
+            text = self.statement_text(tree) if text is None else text
             return self._answer_privately(statement.shape, text, principal=principal, settings=settings)
         return self._dispatch(statement, settings=settings, principal=principal)
 

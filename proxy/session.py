@@ -191,7 +191,7 @@ class Session:
                         hint="send ROLLBACK",
                     )
                 outcome = await asyncio.to_thread(
-                    service.run, tree, principal=principal, settings=self.settings
+                    service.run, tree, principal=principal, settings=self.settings, text=statement
                 )
                 audit.answered(statement, outcome)
                 self.transaction_status = {"BEGIN": "T", "COMMIT": "I", "ROLLBACK": "I"}.get(

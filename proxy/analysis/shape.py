@@ -18,6 +18,7 @@ from typing import Any
 from sqlglot import exp
 
 from proxy.analysis.aggregates import Aggregate, AggregateKind, parse_aggregate
+from proxy.analysis.canonical_order import canonical_order
 from proxy.analysis.checks import SCALAR_NODES, check_predicate
 from proxy.analysis.derived import DerivedSource
 from proxy.analysis.lookup_join import lookup_join
@@ -128,7 +129,7 @@ def query_shape(tree: exp.Expression, dataset: DatasetPolicy) -> QueryShape:
     if not builder.aggregates:
         raise refuse("a query on private data must aggregate")
     where = tree.args.get("where")
-    condition = scope.unqualified(where.this) if where is not None else None
+    condition = canonical_order(scope.unqualified(where.this)) if where is not None else None
     if condition is not None:
         check_predicate(condition, clause="WHERE")
     if any(key.thresholded for key in group_keys):

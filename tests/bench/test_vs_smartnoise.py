@@ -56,6 +56,7 @@ def adult(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, lis
 path = "adult.duckdb"
 default_epsilon = 1.0
 max_epsilon = 1.0
+answer_cache = false  # every run is a fresh DP answer, as in smartnoise (which has no cache)
 [datasets.adult.tables.adult]
 privacy_unit = "row"
 [datasets.adult.tables.adult.columns]

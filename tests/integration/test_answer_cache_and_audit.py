@@ -50,6 +50,19 @@ def test_post_processing_variants_are_served_from_the_stored_noisy_table(
     assert all(twice == 2 * first[r] for r, twice in rows)
 
 
+def test_reordered_conditions_and_in_lists_are_the_same_query(admin: Admin, connect: Connect) -> None:
+    analyst = admin.add_analyst(1.0, prefix="cache")
+    connection = connect(analyst)
+    first = connection.execute(
+        "SELECT COUNT(*) FROM visits WHERE cost > 20 AND region IN ('north', 'south')"
+    ).fetchall()
+    again = connection.execute(
+        "select count(*) from visits where region in ('south', 'north') and cost > 20"
+    ).fetchall()
+    assert again == first
+    assert admin.balance(analyst)["spent_epsilon"] == pytest.approx(0.1)
+
+
 def test_a_different_epsilon_is_a_different_query_and_is_charged(admin: Admin, connect: Connect) -> None:
     analyst = admin.add_analyst(1.0, prefix="cache")
     connection = connect(analyst)

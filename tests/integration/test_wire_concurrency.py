@@ -36,13 +36,14 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServedDem
         yield served
 
 
-def spend_until_refused(server: RunningServer, analyst: Analyst) -> Counter[str]:
-    """Connect CONNECTIONS clients, release them together; each asks until refused.
-    → "answered" per answer, and each connection's final SQLSTATE."""
+def spend_until_refused(servers: list[RunningServer], analyst: Analyst) -> Counter[str]:
+    """Connect CONNECTIONS clients, spread over ``servers``, release them together; each asks until
+    refused. → "answered" per answer, and each connection's final SQLSTATE."""
     start = threading.Barrier(CONNECTIONS, timeout=60)
 
-    def client(_: int) -> list[str]:
+    def client(number: int) -> list[str]:
         outcomes = []
+        server = servers[number % len(servers)]
         with psycopg.connect(server.conninfo(analyst), prepare_threshold=None, autocommit=True) as connection:
             connection.execute(f"SET veil.epsilon = {EPSILON}")
             start.wait()
@@ -65,9 +66,26 @@ def test_a_hundred_connections_get_exactly_the_answers_the_grant_pays_for(
 ) -> None:
     analyst = served.spending_analyst(GRANT, prefix="hundred")
     with running_server(served.config, tmp_path / "serve.log") as server:
-        outcomes = spend_until_refused(server, analyst)
-
+        outcomes = spend_until_refused([server], analyst)
     assert outcomes == {"answered": ANSWERS, BUDGET_EXHAUSTED: CONNECTIONS}
+    check_exactly_spent(served, analyst)
+
+
+def test_two_servers_sharing_one_ledger_get_exactly_the_answers_the_grant_pays_for(
+    served: ServedDemo, tmp_path: Path
+) -> None:
+    """Two `veil serve` processes on one ledger (one file, or one PostgreSQL schema), 50 clients each."""
+    analyst = served.spending_analyst(GRANT, prefix="shared")
+    with (
+        running_server(served.config, tmp_path / "first.log") as first,
+        running_server(served.config, tmp_path / "second.log") as second,
+    ):
+        outcomes = spend_until_refused([first, second], analyst)
+    assert outcomes == {"answered": ANSWERS, BUDGET_EXHAUSTED: CONNECTIONS}
+    check_exactly_spent(served, analyst)
+
+
+def check_exactly_spent(served: ServedDemo, analyst: Analyst) -> None:
     ledger = served.open_ledger()
     try:
         spends = ledger.history(analyst.name)
