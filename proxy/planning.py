@@ -100,11 +100,29 @@ def _key_type(key: GroupKey, shape: QueryShape, values: list[Any]) -> ColumnType
 
 
 def _typed(value: Any, type_: ColumnType) -> Any:
+    if value is None:
+        return None
     if type_ is ColumnType.INTEGER:
         return int(value)
     if type_ is ColumnType.REAL:
         return float(value)
+    if type_ is ColumnType.DATE and isinstance(value, datetime.datetime):
+        return value.date()  # PostgreSQL's date_trunc of a date is a timestamp
     return value
+
+
+def typed_key_rows(plan: ReleasePlan, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Keys from the data arrive in each engine's own types (PostgreSQL's NUMERIC as Decimal, its
+    date_trunc as a timestamp); the noisy table holds them in the key's type, on every engine."""
+    types = [key.type for key in plan.shape.group_keys]
+    if not any(key.thresholded for key in plan.shape.group_keys):
+        return rows
+    width = len(types)
+    return [
+        tuple(_typed(value, type_) for value, type_ in zip(row[:width], types, strict=True))
+        + tuple(row[width:])
+        for row in rows
+    ]
 
 
 def prepare_release(

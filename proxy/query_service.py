@@ -50,6 +50,7 @@ from proxy.planning import (
     prepare_release,
     resolve_group_domains,
     totals_query,
+    typed_key_rows,
 )
 from proxy.release.apply import ReleasedTable, ResultColumn, release
 from proxy.release.cache_key import answer_digest
@@ -254,7 +255,7 @@ class QueryService:
 
     def _measure(self, plan: ReleasePlan, sql: str | None) -> ReleasedTable:
         dialect = self.backend.dialect
-        exact_rows = self.backend.execute(sql)[1] if sql is not None else []
+        exact_rows = typed_key_rows(plan, self.backend.execute(sql)[1]) if sql is not None else []
         histograms = collect_histograms(plan, execute=self.backend.execute, dialect=dialect)
         totals_sql = totals_query(plan, dialect=dialect)
         totals = self.backend.execute(totals_sql)[1][0] if totals_sql is not None else ()

@@ -7,6 +7,11 @@ Unit tests use none of these, and nothing here runs unless a test asks for it.
 * ``admin``      — the ``veil`` CLI (in process) on the same policy: add analysts, read balances.
 * ``connect``    — opens psycopg connections to the server (simple query protocol, autocommit).
 * ``serve``      — starts further servers on other policies (stopped after the test).
+* ``postgres_dsn`` — the PostgreSQL server named by ``VEIL_TEST_POSTGRES_DSN`` (default: the local test
+  server, ``host=127.0.0.1 port=5432 user=postgres dbname=test``). If it cannot be reached, every test
+  that asks for it is skipped, saying why — unless ``VEIL_REQUIRE_POSTGRES=1``: then they fail, so that a
+  CI job meant to exercise PostgreSQL cannot pass by skipping. It lives here, not in
+  ``tests/postgres/conftest.py``, because the client suites run against PostgreSQL too.
 
 Tests that spend much budget make their own analyst with ``admin.add_analyst(epsilon)``.
 """
@@ -16,10 +21,12 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import os
 import re
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +35,7 @@ from typing import Any
 import psycopg
 import pytest
 from click.testing import CliRunner, Result
+from psycopg import sql
 
 from proxy.cli import main as veil_main
 
@@ -35,6 +43,9 @@ DEMO_PEOPLE = 3000
 DATASET = "demo"
 READY_LINE = re.compile(r"^veil \S+ listening on (?P<host>\S+):(?P<port>\d+)$", re.MULTILINE)
 SERVER_START_TIMEOUT = 30.0
+DEFAULT_POSTGRES_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=test"
+REQUIRE_POSTGRES_VARIABLE = "VEIL_REQUIRE_POSTGRES"
+POSTGRES_DSN_VARIABLE = "VEIL_TEST_POSTGRES_DSN"
 
 
 def veil_command() -> list[str]:
@@ -217,3 +228,36 @@ def connect(veil_server: RunningServer) -> Iterator[Callable[..., psycopg.Connec
     yield _connect
     for connection in opened:
         connection.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> str:
+    """The test PostgreSQL server's DSN; skips (or, with VEIL_REQUIRE_POSTGRES=1, fails) without one."""
+    dsn = os.environ.get(POSTGRES_DSN_VARIABLE) or DEFAULT_POSTGRES_DSN
+    try:
+        with psycopg.connect(dsn, connect_timeout=3, autocommit=True) as connection:
+            connection.execute("SELECT 1")
+    except psycopg.Error as error:
+        reason = f"PostgreSQL is not reachable at {dsn!r} ({type(error).__name__}: {str(error).strip()})"
+        if os.environ.get(REQUIRE_POSTGRES_VARIABLE) == "1":
+            pytest.fail(f"{REQUIRE_POSTGRES_VARIABLE}=1 but {reason}", pytrace=False)
+        pytest.skip(
+            f"{reason}; set {POSTGRES_DSN_VARIABLE}, or {REQUIRE_POSTGRES_VARIABLE}=1 to make this an error"
+        )
+    return dsn
+
+
+@contextlib.contextmanager
+def schema_in(dsn: str) -> Iterator[str]:
+    """A new, uniquely named schema (``veil_test_…``), dropped (CASCADE) when the block ends.
+
+    Tests never touch ``public``, so runs against a shared server cannot disturb each other.
+    """
+    name = f"veil_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        connection.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
+    try:
+        yield name
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as connection:
+            connection.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))

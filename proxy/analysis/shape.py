@@ -21,6 +21,7 @@ from proxy.analysis.aggregates import Aggregate, AggregateKind, parse_aggregate
 from proxy.analysis.canonical_order import canonical_order
 from proxy.analysis.checks import SCALAR_NODES, check_predicate
 from proxy.analysis.derived import DerivedSource
+from proxy.analysis.key_types import expression_type
 from proxy.analysis.lookup_join import lookup_join
 from proxy.analysis.output_names import output_name
 from proxy.analysis.per_person import per_person_table
@@ -300,7 +301,12 @@ class _Scope:
         column = self.column(exp.column(columns.pop()))
         derivable = column.public or _small_integer_range(column)
         return GroupKey(
-            expression, column, None, column.type, thresholded=not derivable, lookup=self.lookup(column)
+            expression,
+            column,
+            None,
+            expression_type(expression, self.table),
+            thresholded=not derivable,
+            lookup=self.lookup(column),
         )
 
     def lookup(self, column: ColumnPolicy) -> tuple[str, str] | None:

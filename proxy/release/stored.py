@@ -7,6 +7,7 @@ in aliases, ORDER BY, LIMIT or arithmetic on the aggregates is served from it to
 from __future__ import annotations
 
 import datetime
+import decimal
 import json
 from typing import Any
 
@@ -35,6 +36,8 @@ def decode_table(text: str) -> ReleasedTable:
 
 
 def _plain(value: Any) -> Any:
+    if isinstance(value, decimal.Decimal):
+        return float(value)
     return value.isoformat() if isinstance(value, datetime.date) else value
 
 

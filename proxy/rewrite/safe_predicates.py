@@ -20,6 +20,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from proxy.analysis.intervals import is_integer
+from proxy.analysis.key_types import expression_type
 from proxy.config import TablePolicy
 from proxy.errors import PolicyViolationError
 from proxy.rewrite.integer_division import postgres_integer_division
@@ -27,6 +28,31 @@ from proxy.rewrite.integer_division import postgres_integer_division
 POSTGRES_FALLIBLE: tuple[type[exp.Expression], ...] = (
     exp.Sqrt, exp.Ln, exp.Log, exp.Exp, exp.Pow, exp.Substring, exp.Cast, exp.TryCast,
 )  # fmt: skip
+
+
+_NUMBER_TYPES = exp.DataType.REAL_TYPES | {exp.DataType.Type.DECIMAL}
+
+
+def _without_widening_cast(node: exp.Expression, table: TablePolicy) -> exp.Expression:
+    """``CAST(age AS REAL)``: on PostgreSQL Veil reads numeric columns as NUMERIC (exact, no
+    overflow), so a cast of a number to a floating or unconstrained numeric type adds nothing but a
+    way to fail (an out-of-range float); the value is the same without it."""
+    if (
+        isinstance(node, exp.Cast | exp.TryCast)
+        and node.to.this in _NUMBER_TYPES
+        and not node.to.expressions  # NUMERIC(3, 1) can overflow: not a widening
+        and expression_type(node.this, table).is_numeric
+    ):
+        return exp.Paren(this=node.this.copy())
+    return node
+
+
+def _cannot_fail(node: exp.Expression) -> bool:
+    """A cast of a constant fails for every row or for none — it reveals nothing about one row;
+    anything can be written as text."""
+    if isinstance(node, exp.Cast | exp.TryCast):
+        return next(node.this.find_all(exp.Column), None) is None or node.to.this in exp.DataType.TEXT_TYPES
+    return False
 
 
 def cast_to_try_cast(expression: exp.Expression) -> exp.Expression:
@@ -46,11 +72,13 @@ def error_free(condition: exp.Expression, *, table: TablePolicy, dialect: str) -
 
 
 def _postgres_error_free(condition: exp.Expression, table: TablePolicy) -> exp.Expression:
+    condition = condition.transform(lambda node: _without_widening_cast(node, table))
     for node in condition.walk():
-        if isinstance(node, POSTGRES_FALLIBLE):
+        if isinstance(node, POSTGRES_FALLIBLE) and not _cannot_fail(node):
             name = node.sql_name().lower() if isinstance(node, exp.Func) else node.key
             raise PolicyViolationError(
-                f"{name} is not allowed in WHERE on a PostgreSQL dataset: it can fail on a single row's value",
+                f"{name} is not allowed on private values of a PostgreSQL dataset: it can fail on a single"
+                " row's value",
                 detail="a query that fails for one person's value would reveal it without noise",
                 hint="compare columns directly, or use CASE to keep values in range",
             )

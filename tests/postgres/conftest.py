@@ -1,9 +1,8 @@
 """Fixtures of the tests that need a real PostgreSQL server.
 
-* ``postgres_dsn`` — the server named by ``VEIL_TEST_POSTGRES_DSN`` (default: the local test server,
-  ``host=127.0.0.1 port=5432 user=postgres dbname=test``). If it cannot be reached every test here is
-  skipped, saying why — unless ``VEIL_REQUIRE_POSTGRES=1``: then they fail, so that a CI job meant to
-  exercise PostgreSQL cannot pass by skipping.
+* ``postgres_dsn`` — defined in ``tests/conftest.py`` (the client suites need it too): the server named
+  by ``VEIL_TEST_POSTGRES_DSN`` (default: the local test server). If it cannot be reached every test here
+  is skipped, saying why — unless ``VEIL_REQUIRE_POSTGRES=1``: then they fail.
 * ``fresh_schema`` — a uniquely named schema (``veil_test_…``) made for one test and dropped with
   everything in it afterwards; ``new_schema`` makes more of them.
 * ``pg`` — an autocommit superuser connection for arranging data and looking behind Veil's back.
@@ -14,8 +13,6 @@ The DSN must name a role that may create schemas; the tests never touch ``public
 from __future__ import annotations
 
 import contextlib
-import os
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,36 +20,12 @@ import psycopg
 import pytest
 from psycopg import sql
 
-DEFAULT_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=test"
-REQUIRE_VARIABLE = "VEIL_REQUIRE_POSTGRES"
-DSN_VARIABLE = "VEIL_TEST_POSTGRES_DSN"
+from tests.conftest import DEFAULT_POSTGRES_DSN as DEFAULT_DSN
+from tests.conftest import POSTGRES_DSN_VARIABLE as DSN_VARIABLE
+from tests.conftest import REQUIRE_POSTGRES_VARIABLE as REQUIRE_VARIABLE
+from tests.conftest import schema_in
 
-
-@pytest.fixture(scope="session")
-def postgres_dsn() -> str:
-    dsn = os.environ.get(DSN_VARIABLE) or DEFAULT_DSN
-    try:
-        with psycopg.connect(dsn, connect_timeout=3, autocommit=True) as connection:
-            connection.execute("SELECT 1")
-    except psycopg.Error as error:
-        reason = f"PostgreSQL is not reachable at {dsn!r} ({type(error).__name__}: {str(error).strip()})"
-        if os.environ.get(REQUIRE_VARIABLE) == "1":
-            pytest.fail(f"{REQUIRE_VARIABLE}=1 but {reason}", pytrace=False)
-        pytest.skip(f"{reason}; set {DSN_VARIABLE}, or {REQUIRE_VARIABLE}=1 to make this an error")
-    return dsn
-
-
-@contextlib.contextmanager
-def schema_in(dsn: str) -> Iterator[str]:
-    """A new, uniquely named schema, dropped (CASCADE) when the block ends."""
-    name = f"veil_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(dsn, autocommit=True) as connection:
-        connection.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
-    try:
-        yield name
-    finally:
-        with psycopg.connect(dsn, autocommit=True) as connection:
-            connection.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+__all__ = ["DEFAULT_DSN", "DSN_VARIABLE", "REQUIRE_VARIABLE", "in_schema", "schema_in"]
 
 
 @pytest.fixture
