@@ -145,18 +145,23 @@ def build_demo(directory: Path, *, people: int = DEMO_PEOPLE) -> Demo:
     return Demo(directory)
 
 
-@contextlib.contextmanager
-def running_server(config: Path, log: Path) -> Iterator[RunningServer]:
-    """``veil serve --port 0`` on ``config``; fails the test with the server's output if it dies."""
+def start_server(config: Path, log: Path) -> subprocess.Popen[bytes]:
+    """``veil serve --port 0`` on ``config``, its output in ``log``; see ``wait_until_ready``."""
     with log.open("wb") as sink:
-        process = subprocess.Popen(
+        return subprocess.Popen(
             [*veil_command(), "serve", "--config", str(config), "--port", "0", "--log-level", "warning"],
             stdin=subprocess.DEVNULL,
             stdout=sink,
             stderr=subprocess.STDOUT,
         )
+
+
+@contextlib.contextmanager
+def running_server(config: Path, log: Path) -> Iterator[RunningServer]:
+    """``veil serve --port 0`` on ``config``; fails the test with the server's output if it dies."""
+    process = start_server(config, log)
     try:
-        server = _wait_until_ready(process, log)
+        server = wait_until_ready(process, log)
         yield server
         if process.poll() is not None:
             pytest.fail(f"veil serve died during the tests (exit {process.returncode}):\n{server.output()}")
@@ -171,7 +176,7 @@ def running_server(config: Path, log: Path) -> Iterator[RunningServer]:
             process.wait()
 
 
-def _wait_until_ready(process: subprocess.Popen[bytes], log: Path) -> RunningServer:
+def wait_until_ready(process: subprocess.Popen[bytes], log: Path) -> RunningServer:
     deadline = time.monotonic() + SERVER_START_TIMEOUT
     while time.monotonic() < deadline:
         text = log.read_text(errors="replace")

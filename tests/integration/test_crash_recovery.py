@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -29,7 +28,7 @@ import pytest
 
 from budget.amounts import decimal_sum
 from budget.ledger import SpendState
-from tests.conftest import Analyst, RunningServer, _wait_until_ready, running_server, veil_command
+from tests.conftest import Analyst, RunningServer, running_server, start_server, wait_until_ready
 from tests.integration.ledger_servers import LEDGER_KINDS, ServedDemo, distinct_count_query, served_demo
 
 EPSILON = 0.01
@@ -49,15 +48,9 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServedDem
 def unmanaged_server(config: Path, log: Path) -> Iterator[RunningServer]:
     """``veil serve`` that the test kills itself (``running_server`` would report its death as a
     failure); killed here too if the test failed before it could."""
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [*veil_command(), "serve", "--config", str(config), "--port", "0", "--log-level", "warning"],
-            stdin=subprocess.DEVNULL,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
+    process = start_server(config, log)
     try:
-        yield _wait_until_ready(process, log)
+        yield wait_until_ready(process, log)
     finally:
         if process.poll() is None:
             process.kill()
