@@ -274,26 +274,57 @@ def init_demo(directory: Path, people: int) -> None:
     show_default=True,
     help="Server log verbosity (stderr).",
 )
+@click.option(
+    "--tls-cert",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="PEM certificate (chain) for TLS; with --tls-key, overrides server.tls_cert.",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="PEM private key (unencrypted) of --tls-cert; overrides server.tls_key.",
+)
 @friendly_errors
-def serve(config_path: Path, host: str | None, port: int | None, log_level: str) -> None:
+def serve(
+    config_path: Path,
+    host: str | None,
+    port: int | None,
+    log_level: str,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+) -> None:
     """Serve the datasets of a policy file over the PostgreSQL wire protocol.
+
+    With a certificate (--tls-cert/--tls-key, or server.tls_cert/tls_key in the policy), clients may
+    connect with TLS (sslmode=require); without one, they are told TLS is not available.
 
     \b
     Example:
       veil serve --config demo/veil.toml --port 5433
       psql "postgresql://alice@127.0.0.1:5433/demo"
+      veil serve --config demo/veil.toml --tls-cert server.crt --tls-key server.key
+      psql "postgresql://alice@127.0.0.1:5433/demo?sslmode=require"
     """
     from proxy.server import run_server
 
+    if (tls_cert is None) != (tls_key is None):
+        raise click.UsageError("--tls-cert and --tls-key go together")
     logging.basicConfig(
         level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
     config = load_config(config_path)
+    if tls_cert is not None:
+        server = dataclasses.replace(config.server, tls_cert=tls_cert, tls_key=tls_key)
+        config = dataclasses.replace(config, server=server)
     bind_host = host or config.server.host
     bind_port = config.server.port if port is None else port
 
     def ready(bound: int) -> None:
         click.echo(f"veil {__version__} listening on {bind_host}:{bound}", err=True)
+        if config.server.tls_cert is not None:
+            click.echo(f"TLS available with certificate {config.server.tls_cert}", err=True)
         for name in config.datasets:
             click.echo(f'connect with: psql "postgresql://ANALYST@{bind_host}:{bound}/{name}"', err=True)
         click.echo("press Ctrl+C to stop", err=True)

@@ -34,6 +34,8 @@ DEFAULT_CONTRIBUTION_CAP = 1000
 DEFAULT_EPSILON = 0.1
 DEFAULT_MAX_EPSILON = 1.0
 DEFAULT_PORT = 5433
+DEFAULT_MAX_MESSAGE_SIZE = 1 << 20  # bytes; larger protocol messages close the connection (08P01)
+MIN_MAX_MESSAGE_SIZE = 1024  # below this, ordinary startup packets and queries would not fit
 DUCKDB = "duckdb"
 POSTGRES = "postgres"
 BACKENDS = (DUCKDB, POSTGRES)
@@ -140,9 +142,20 @@ class DatasetPolicy:
 
 @dataclass(frozen=True)
 class ServerSettings:
+    """How ``veil serve`` listens and what it tolerates from a client.
+
+    ``tls_cert``/``tls_key`` are set together (TLS on) or not at all; ``require_tls_for_remote`` needs
+    them. ``statement_timeout_ms`` bounds every engine query; a PostgreSQL dataset's own
+    ``statement_timeout_ms`` takes precedence for that dataset."""
+
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     max_connections: int = 200
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    statement_timeout_ms: int | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    require_tls_for_remote: bool = False
 
 
 @dataclass(frozen=True)
@@ -547,28 +560,72 @@ def parse_config(text: str, *, path: Path) -> VeilConfig:
     root.reject_unknown({"ledger", "server", "datasets"})
     base = path.parent
     ledger = _ledger(root.child("ledger"), base)
-    server = root.child("server")
-    server.reject_unknown({"host", "port", "max_connections"})
-    port = server.get("port", int, DEFAULT_PORT)
-    max_connections = server.get("max_connections", int, 200)
-    if max_connections < 1:
-        raise server.fail("max_connections", "must be a positive integer")
-    if not 0 <= port <= 65535:
-        raise server.fail("port", "must be between 0 and 65535")
+    server = _server(root.child("server"), base)
     datasets = {
         _identifier(reader, name, "dataset"): _dataset(reader, name.lower(), base)
         for name, reader in root.child("datasets").children().items()
     }
-    return VeilConfig(
-        path=path,
-        ledger=ledger,
-        server=ServerSettings(
-            host=server.get("host", str, "127.0.0.1"),
-            port=port,
-            max_connections=max_connections,
-        ),
-        datasets=MappingProxyType(datasets),
+    return VeilConfig(path=path, ledger=ledger, server=server, datasets=MappingProxyType(datasets))
+
+
+def _server(reader: _Reader, base: Path) -> ServerSettings:
+    reader.reject_unknown(
+        {
+            "host",
+            "port",
+            "max_connections",
+            "max_message_size",
+            "statement_timeout_ms",
+            "tls_cert",
+            "tls_key",
+            "require_tls_for_remote",
+        }
     )
+    port = reader.get("port", int, DEFAULT_PORT)
+    if not 0 <= port <= 65535:
+        raise reader.fail("port", "must be between 0 and 65535")
+    max_connections = reader.get("max_connections", int, 200)
+    if max_connections < 1:
+        raise reader.fail("max_connections", "must be a positive integer")
+    max_message_size = reader.get("max_message_size", int, DEFAULT_MAX_MESSAGE_SIZE)
+    if max_message_size < MIN_MAX_MESSAGE_SIZE:
+        raise reader.fail("max_message_size", f"must be at least {MIN_MAX_MESSAGE_SIZE} (bytes)")
+    timeout = reader.get("statement_timeout_ms", int)
+    if timeout is not None and timeout < 1:
+        raise reader.fail(
+            "statement_timeout_ms", "must be a positive integer (milliseconds); omit it for none"
+        )
+    cert, key = (_optional_path(reader, name, base) for name in ("tls_cert", "tls_key"))
+    if (cert is None) != (key is None):
+        raise reader.fail(
+            "tls_key" if key is None else "tls_cert",
+            "is needed too: TLS takes a certificate (tls_cert) and its private key (tls_key)",
+        )
+    require_tls = reader.get("require_tls_for_remote", bool, False)
+    if require_tls and cert is None:
+        raise reader.fail(
+            "require_tls_for_remote", "needs tls_cert and tls_key: clients cannot use TLS without them"
+        )
+    return ServerSettings(
+        host=reader.get("host", str, "127.0.0.1"),
+        port=port,
+        max_connections=max_connections,
+        max_message_size=max_message_size,
+        statement_timeout_ms=timeout,
+        tls_cert=cert,
+        tls_key=key,
+        require_tls_for_remote=require_tls,
+    )
+
+
+def _optional_path(reader: _Reader, key: str, base: Path) -> Path | None:
+    """A file named relative to the policy file's directory, as every path in it is."""
+    value = reader.get(key, str)
+    if value is None:
+        return None
+    if not value.strip():
+        raise reader.fail(key, "must not be empty")
+    return base / value
 
 
 def load_config(path: Path) -> VeilConfig:

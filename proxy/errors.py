@@ -86,6 +86,15 @@ class InFailedTransactionError(ProxyError, sqlstate="25P02"):
     """A statement after an error inside BEGIN … ROLLBACK, as PostgreSQL refuses it."""
 
 
+class TlsRequiredError(ProxyError, sqlstate="28000"):
+    """A client on another host connected without TLS where ``server.require_tls_for_remote`` is on."""
+
+
+class QueryCanceledError(ProxyError, sqlstate="57014"):
+    """The engine query was stopped: the client's CancelRequest or the server's statement timeout.
+    Raised before any noisy value exists, so the statement's reservation is cancelled: nothing is spent."""
+
+
 class AuthenticationFailedError(ProxyError, sqlstate="28P01"):
     """Wrong password or unknown analyst (indistinguishable on purpose)."""
 
@@ -100,6 +109,30 @@ class TooManyConnectionsError(ProxyError, sqlstate="53300"):
 
 class ProtocolViolationError(ProxyError, sqlstate="08P01"):
     """The client broke the wire protocol."""
+
+
+class InvalidTextRepresentationError(ProxyError, sqlstate="22P02"):
+    """A text-format parameter is not valid input for its type (``'abc'`` for an integer)."""
+
+
+class InvalidBinaryRepresentationError(ProxyError, sqlstate="22P03"):
+    """A binary-format parameter does not have its type's layout."""
+
+
+class DuplicatePreparedStatementError(ProxyError, sqlstate="42P05"):
+    """Parse names a prepared statement that already exists; close it first."""
+
+
+class UndefinedPreparedStatementError(ProxyError, sqlstate="26000"):
+    """Bind or Describe names a prepared statement that does not exist."""
+
+
+class DuplicatePortalError(ProxyError, sqlstate="42P03"):
+    """Bind names a portal that already exists; close it first."""
+
+
+class UndefinedPortalError(ProxyError, sqlstate="34000"):
+    """Describe or Execute names a portal that does not exist (or no longer does, after Sync)."""
 
 
 class ConfigError(ProxyError, sqlstate="F0000"):

@@ -7,10 +7,12 @@ execution and commit can only overcharge. A failure before any noisy value exist
 
 from __future__ import annotations
 
+import datetime
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 import duckdb
 from sqlglot import exp
@@ -26,7 +28,10 @@ from proxy.analysis.shape import QueryShape
 from proxy.analysis.statements import (
     BUDGET_TABLE,
     BudgetQuery,
+    CatalogQuery,
     ConstantQuery,
+    DeallocateStatement,
+    DiscardStatement,
     PrivateQuery,
     PublicQuery,
     ResetStatement,
@@ -40,6 +45,7 @@ from proxy.analysis.statements import (
 from proxy.backends.base import Backend
 from proxy.backends.duckdb import DuckDBBackend
 from proxy.budget_view import budget_table
+from proxy.catalog.shadow import READ_ONLY_PARAMETERS, ShadowCatalog
 from proxy.config import ColumnType, DatasetPolicy
 from proxy.errors import UnsupportedQueryError
 from proxy.planning import (
@@ -52,14 +58,14 @@ from proxy.planning import (
     totals_query,
     typed_key_rows,
 )
-from proxy.release.apply import ReleasedTable, ResultColumn, release
+from proxy.release.apply import ReleasedTable, ResultColumn, noisy_columns, release
 from proxy.release.cache_key import answer_digest
 from proxy.release.cost import release_cost
 from proxy.release.plan import ReleasePlan, bound_selection_epsilon
 from proxy.release.postprocess import PostprocessEngine
 from proxy.release.stored import decode_table, encode_table
 from proxy.rewrite.session_info import SessionInfo, constant_query
-from proxy.settings import SETTINGS, SessionSettings, lookup
+from proxy.settings import SETTINGS, SETTINGS_BY_NAME, SessionSettings, lookup
 
 log = logging.getLogger("veil.query")
 
@@ -109,6 +115,15 @@ class StatementOutcome:
 
 
 @dataclass(frozen=True)
+class Description:
+    """What a statement will answer, found without spending: its ``columns`` (None: no rows, as for
+    SET), and the ``outcome`` itself when finding them meant running a free statement."""
+
+    columns: tuple[ResultColumn, ...] | None
+    outcome: StatementOutcome | None = None
+
+
+@dataclass(frozen=True)
 class Principal:
     """The analyst on whose ledger every answer is debited."""
 
@@ -138,6 +153,7 @@ class QueryService:
         self.accountant_of = accountant_of
         self.accountant = accountant_of(dataset.name)
         self.postprocessor = PostprocessEngine()
+        self.catalog = ShadowCatalog(dataset)  # built on the first catalog query
 
     def parse(self, sql: str) -> list[exp.Expression]:
         return parse_statements(sql)
@@ -166,12 +182,46 @@ class QueryService:
             return self._answer_privately(statement.shape, text, principal=principal, settings=settings)
         return self._dispatch(statement, settings=settings, principal=principal)
 
+    def describe(
+        self, tree: exp.Expression, *, principal: Principal, settings: SessionSettings
+    ) -> Description:
+        """The columns :meth:`run` would answer with (the extended protocol's Describe), without
+        spending budget or reading a private row.
+
+        A private query is planned only — group domains, price, the noisy table's columns, the
+        post-processing's types over one made-up row — with no reservation and no engine query on a
+        table. A statement that changes the session (SET, BEGIN …) is not run: it has no rows. Any
+        other statement is free and read-only (constants, public tables, the catalog, SHOW,
+        ``veil.budget``): it is run, and its outcome returned for the Execute that follows."""
+        statement = classify(tree, self.dataset)
+        if isinstance(statement, PrivateQuery):
+            return Description(self._planned_columns(statement.shape, settings))
+        if isinstance(statement, _CHANGES_THE_SESSION):
+            return Description(None)
+        outcome = self._dispatch(statement, settings=settings, principal=principal)
+        return Description(outcome.table.columns if outcome.table is not None else None, outcome)
+
+    def _planned_columns(self, shape: QueryShape, settings: SessionSettings) -> tuple[ResultColumn, ...]:
+        shape = resolve_group_domains(shape, execute=self.backend.execute, dialect=self.backend.dialect)
+        epsilon = self.epsilon(settings)
+        plan, _ = prepare_release(
+            shape, epsilon=epsilon, dialect=self.backend.dialect, **_release_options(shape, epsilon, settings)
+        )
+        columns = noisy_columns(plan)
+        sample = ReleasedTable(columns, [tuple(_SAMPLE_VALUES[column.type] for column in columns)])
+        return self._postprocess(plan.shape, sample).columns
+
     def _dispatch(
         self, statement: Statement, *, principal: Principal, settings: SessionSettings
     ) -> StatementOutcome:
         match statement:
             case ConstantQuery():
                 return self._answer_constant(statement, principal=principal)
+            case CatalogQuery(tree=tree):
+                table = self.catalog.answer(
+                    tree, info=self._session_info(principal), setting=lambda name: _setting(settings, name)
+                )
+                return StatementOutcome(f"SELECT {len(table.rows)}", table=table)
             case BudgetQuery(tree=tree):
                 table = self._budget(principal)
                 description, rows = self.postprocessor.run(
@@ -203,6 +253,12 @@ class QueryService:
                 return StatementOutcome("SHOW", table=self._show(name, settings))
             case TransactionStatement(tag=tag):
                 return StatementOutcome(tag)
+            case DiscardStatement(what=what):
+                if what == "ALL":
+                    settings.reset_all()
+                return StatementOutcome(f"DISCARD {what}")
+            case DeallocateStatement(name=name):
+                return StatementOutcome("DEALLOCATE" if name is not None else "DEALLOCATE ALL")
         raise UnsupportedQueryError("statement not supported")  # pragma: no cover - match is exhaustive
 
     def epsilon(self, settings: SessionSettings) -> float:
@@ -216,12 +272,7 @@ class QueryService:
         read from private rows before the reservation exists."""
         shape = resolve_group_domains(shape, execute=self.backend.execute, dialect=self.backend.dialect)
         epsilon = self.epsilon(settings)
-        options = {
-            "delta": float(settings.get("veil.delta")),
-            "gaussian": settings.get("veil.mechanism") == "gaussian",
-            "other_row": settings.get("veil.other_row") == "on",
-            "bound_epsilon": bound_selection_epsilon(epsilon) if shape.table.auto_contributions else 0.0,
-        }
+        options = _release_options(shape, epsilon, settings)
         dialect = self.backend.dialect
         plan, sql = prepare_release(shape, epsilon=epsilon, dialect=dialect, **options)
         key = self._cache_key(plan, sql, principal) if self.dataset.answer_cache else None
@@ -328,8 +379,11 @@ class QueryService:
             ) from None
         return _typed_table(shape.output_names, description, rows)
 
+    def _session_info(self, principal: Principal) -> SessionInfo:
+        return SessionInfo(version=VERSION_STRING, user=principal.name, database=self.dataset.name)
+
     def _answer_constant(self, query: ConstantQuery, *, principal: Principal) -> StatementOutcome:
-        info = SessionInfo(version=VERSION_STRING, user=principal.name, database=self.dataset.name)
+        info = self._session_info(principal)
         sql = constant_query(query.tree, info=info).sql(dialect=self.sandbox.dialect)
         description, rows = self.sandbox.execute(sql)
         table = _typed_table(query.output_names, description, rows)
@@ -344,10 +398,47 @@ class QueryService:
         return ReleasedTable((ResultColumn(name.lower(), ColumnType.TEXT),), [(value,)])
 
     def _effective(self, name: str, settings: SessionSettings) -> str:
+        if name.lower() in READ_ONLY_PARAMETERS:
+            return READ_ONLY_PARAMETERS[name.lower()]
         value = settings.get(name)
         if name.lower() == "veil.epsilon" and not value:
             return repr(self.dataset.default_epsilon)
         return value
+
+
+_CHANGES_THE_SESSION = (
+    SetStatement,
+    ResetStatement,
+    TransactionStatement,
+    DiscardStatement,
+    DeallocateStatement,
+)
+# One value per column type: post-processing run over a row of these shows the answer's column types
+# (over no row at all, DuckDB would type a date column as NULL).
+_SAMPLE_VALUES: dict[ColumnType, object] = {
+    ColumnType.INTEGER: 1,
+    ColumnType.REAL: 1.0,
+    ColumnType.TEXT: "",
+    ColumnType.DATE: datetime.date(2000, 1, 1),
+    ColumnType.BOOLEAN: True,
+}
+
+
+def _release_options(shape: QueryShape, epsilon: float, settings: SessionSettings) -> dict[str, Any]:
+    """The session's choices that shape a release plan, for ``prepare_release``."""
+    return {
+        "delta": float(settings.get("veil.delta")),
+        "gaussian": settings.get("veil.mechanism") == "gaussian",
+        "other_row": settings.get("veil.other_row") == "on",
+        "bound_epsilon": bound_selection_epsilon(epsilon) if shape.table.auto_contributions else 0.0,
+    }
+
+
+def _setting(settings: SessionSettings, name: str) -> str | None:
+    """A setting's value in this session, or a server parameter's; None for a name Veil does not know."""
+    if name.lower() in SETTINGS_BY_NAME:
+        return settings.get(name)
+    return READ_ONLY_PARAMETERS.get(name.lower())
 
 
 def _typed_table(

@@ -1,9 +1,11 @@
-"""The asyncio listener: one Session per connection, a cap on concurrent connections."""
+"""The asyncio listener: one Session per connection, a cap on concurrent connections, TLS when the
+policy (or ``veil serve --tls-cert/--tls-key``) names a certificate."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
@@ -11,8 +13,8 @@ from mechanisms.random_source import secure_random_source
 from proxy.backends import open_backend
 from proxy.backends.base import Backend
 from proxy.backends.duckdb import DuckDBBackend
-from proxy.config import DatasetPolicy, VeilConfig
-from proxy.errors import BackendUnavailableError, TooManyConnectionsError
+from proxy.config import DatasetPolicy, ServerSettings, VeilConfig
+from proxy.errors import BackendUnavailableError, ConfigError, TooManyConnectionsError
 from proxy.ledger_access import accountants, open_ledger
 from proxy.query_service import QueryService
 from proxy.session import Session, SessionContext
@@ -28,13 +30,14 @@ def build_context(config: VeilConfig, *, environ: Mapping[str, str] = NO_ENVIRON
     ``environ`` resolves postgres datasets' ``dsn_env`` (empty by default, so a ``dsn_env`` is unset).
     An engine that cannot be opened stops the start-up with a message naming the dataset (and, for
     PostgreSQL, the server without its password); the engines opened before it are closed again."""
+    tls = tls_context(config.server)  # before anything is opened: a bad certificate stops the start-up
     ledger = open_ledger(config, environ)
     sandbox = DuckDBBackend.sandbox()
     rng = secure_random_source()
     backends: dict[str, Backend] = {}
     try:
         for name, dataset in config.datasets.items():
-            backends[name] = _open_backend(dataset, environ)
+            backends[name] = _open_backend(dataset, environ, config.server.statement_timeout_ms)
     except BaseException:
         for backend in backends.values():
             backend.close()
@@ -51,12 +54,45 @@ def build_context(config: VeilConfig, *, environ: Mapping[str, str] = NO_ENVIRON
         )
         for name, dataset in config.datasets.items()
     }
-    return SessionContext(ledger=ledger, services=services)
+    return SessionContext(
+        ledger=ledger,
+        services=services,
+        max_message_size=config.server.max_message_size,
+        tls=tls,
+        require_tls_for_remote=config.server.require_tls_for_remote,
+    )
 
 
-def _open_backend(dataset: DatasetPolicy, environ: Mapping[str, str]) -> Backend:
+def tls_context(settings: ServerSettings) -> ssl.SSLContext | None:
+    """The server side of TLS from ``tls_cert``/``tls_key`` (PEM), or None when they are not set.
+
+    Python's defaults for a server (TLS 1.2 or later, no compression, strong ciphers); clients are
+    not asked for certificates, they authenticate with SCRAM inside the encrypted connection."""
+    if settings.tls_cert is None or settings.tls_key is None:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     try:
-        return open_backend(dataset, environ=environ)
+        context.load_cert_chain(settings.tls_cert, settings.tls_key)
+    except FileNotFoundError as error:
+        raise ConfigError(
+            f"server.tls_cert/tls_key: no such file: {error.filename}",
+            hint="paths in the policy file are relative to its directory; --tls-cert/--tls-key to the "
+            "working directory",
+        ) from None
+    except OSError as error:  # ssl.SSLError included
+        raise ConfigError(
+            f"server.tls_cert/tls_key: cannot load the certificate {settings.tls_cert} with the key "
+            f"{settings.tls_key}: {error.strerror or error}",
+            hint="both must be PEM files, the key unencrypted and matching the certificate",
+        ) from None
+    return context
+
+
+def _open_backend(
+    dataset: DatasetPolicy, environ: Mapping[str, str], statement_timeout_ms: int | None
+) -> Backend:
+    try:
+        return open_backend(dataset, environ=environ, statement_timeout_ms=statement_timeout_ms)
     except BackendUnavailableError as error:
         raise BackendUnavailableError(
             f'dataset "{dataset.name}": {error.message}', detail=error.detail, hint=error.hint
@@ -81,6 +117,11 @@ class VeilServer:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.active >= self.config.server.max_connections:
+            log.warning(
+                "connection refused peer=%s reason=max_connections limit=%s",
+                writer.get_extra_info("peername"),
+                self.config.server.max_connections,
+            )
             await _refuse_too_many(writer, self.config.server.max_connections)
             return
         self.active += 1

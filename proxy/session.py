@@ -10,31 +10,39 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import secrets
-from collections.abc import Mapping
+import ssl
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from budget.ledger import Ledger
+from proxy.analysis.parameters import Tree, parameterized_statement
+from proxy.analysis.statements import DeallocateStatement, classify
 from proxy.audit_trail import AuditTrail
-from proxy.config import ColumnType
+from proxy.backends.interrupts import SESSION_INTERRUPTER, Interrupter
+from proxy.cancel_keys import CancelKeys
+from proxy.config import DEFAULT_MAX_MESSAGE_SIZE, ColumnType
 from proxy.errors import (
     AuthenticationFailedError,
     InFailedTransactionError,
     MissingUserError,
     ProtocolViolationError,
     ProxyError,
+    TlsRequiredError,
     UnknownDatabaseError,
-    UnsupportedQueryError,
     as_proxy_error,
 )
-from proxy.query_service import Principal, QueryService, StatementOutcome
-from proxy.release.apply import ReleasedTable
+from proxy.prepared import Portal, PreparedState, PreparedStatement, parameter_types
+from proxy.query_service import Description, Principal, QueryService, StatementOutcome
+from proxy.release.apply import ResultColumn
 from proxy.settings import SessionSettings
 from proxy.wire import messages as wire
 from proxy.wire import types as pgtypes
 from proxy.wire.errors import ScramAuthenticationError, WireProtocolError
 from proxy.wire.scram import ScramServerExchange
+from proxy.wire.values import TEXT_FORMAT, encode_value
 
 log = logging.getLogger("veil.session")
 
@@ -46,25 +54,36 @@ TYPE_OIDS = {
     ColumnType.DATE: pgtypes.DATE,
     ColumnType.BOOLEAN: pgtypes.BOOL,
 }
-
-
-EXTENDED_PROTOCOL_UNSUPPORTED = UnsupportedQueryError(
-    "the extended query protocol is not supported yet",
-    hint="send queries without parameters over the simple query protocol (psycopg: prepare_threshold=None)",
-)
+FLUSH_THRESHOLD = 1 << 18
+"""Extended-protocol output waits for Sync or Flush, as PostgreSQL's does, unless it grows past this."""
+TRANSACTION_ENDS = ("COMMIT", "ROLLBACK")
 
 
 class ClientGone(Exception):
     """The peer closed the connection; nothing more can be sent."""
 
 
+@dataclass
+class _Attempt:
+    """One extended-protocol message: its audit trail, and the statement it concerns once known (a
+    failure before that — an unknown portal, say — concerns no statement and is not audited)."""
+
+    audit: AuditTrail
+    statement: str | None = None
+
+
 @dataclass(frozen=True)
 class SessionContext:
-    """What every session shares: the ledger and one query service per dataset."""
+    """What every session shares: the ledger, one query service per dataset, the server's limits, its
+    TLS context (None: SSLRequest is answered 'N') and the keys that route a CancelRequest to the
+    session it names."""
 
     ledger: Ledger
     services: Mapping[str, QueryService]
-    max_message_size: int = 1 << 20
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    tls: ssl.SSLContext | None = None
+    require_tls_for_remote: bool = False  # clients not on loopback must have negotiated TLS
+    cancel_keys: CancelKeys = field(default_factory=CancelKeys)
     # Fixed for the server's lifetime: an unknown analyst gets the same fake salt on every attempt,
     # so retrying cannot tell a missing name from a wrong password.
     mock_salt_key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
@@ -79,18 +98,33 @@ class Session:
         self.peer = _peer(writer)
         self.settings = SessionSettings()
         self.transaction_status = "I"  # ReadyForQuery status: idle, in a transaction block, or failed
+        self.prepared = PreparedState()
+        self.pending = bytearray()  # extended-protocol output not yet sent (until Sync or Flush)
+        self.skipping = False  # after an extended-protocol error, messages are discarded until Sync
 
     async def run(self) -> None:
+        """Serve the connection to its end. Whatever goes wrong closes this connection only, with one
+        log line. Engine queries this session starts (in worker threads, via ``asyncio.to_thread``,
+        which carries ``SESSION_INTERRUPTER`` along) can be stopped by a CancelRequest quoting its key."""
+        self.interrupter = Interrupter()
+        SESSION_INTERRUPTER.set(self.interrupter)
         try:
             await self._converse()
         except ClientGone:
             log.info("client disconnected peer=%s", self.peer)
+        except OSError as error:  # reset by the peer, a broken TLS record
+            log.info("connection lost peer=%s error=%s", self.peer, error)
         except WireProtocolError as error:
             log.warning("protocol violation peer=%s error=%s", self.peer, error)
             await self._send_fatal(ProtocolViolationError(str(error)))
         except ProxyError as error:
+            if not isinstance(error, AuthenticationFailedError):  # _authenticate logged it, with the user
+                log.warning(
+                    "connection refused peer=%s sqlstate=%s error=%s", self.peer, error.sqlstate, error
+                )
             await self._send_fatal(error)
         finally:
+            self.context.cancel_keys.revoke(self.interrupter)
             self.writer.close()
 
     async def _converse(self) -> None:
@@ -114,14 +148,23 @@ class Session:
         await self._query_loop(service, principal)
 
     async def _startup(self) -> wire.StartupMessage | None:
-        """Answer SSL/GSS probes with 'N' until the real StartupMessage arrives."""
+        """Negotiate encryption, then return the StartupMessage — or None when the connection carried
+        a CancelRequest (it says nothing more) or its TLS handshake failed.
+
+        SSLRequest is answered 'S' and the connection wrapped in TLS when the server has a
+        certificate, else 'N'; GSSENCRequest always 'N'. Clients then send the StartupMessage."""
         while True:
             packet = wire.decode_startup_packet(await self._next_startup())
-            if isinstance(packet, wire.SSLRequest | wire.GSSENCRequest):
+            if isinstance(packet, wire.SSLRequest) and self.context.tls is not None:
+                if not await self._start_tls(self.context.tls):
+                    return None
+            elif isinstance(packet, wire.SSLRequest | wire.GSSENCRequest):
                 await self._send(wire.ssl_refused())
             elif isinstance(packet, wire.CancelRequest):
-                return None  # query cancellation arrives in a later version; the request is dropped
+                await self._cancel_other_session(packet)
+                return None
             else:
+                self._check_tls_requirement()
                 return packet
 
     async def _authenticate(self, user: str) -> Principal:
@@ -151,30 +194,41 @@ class Session:
         return message.data
 
     def _send_ready_state(self, user: str) -> None:
+        """ParameterStatus for every parameter clients read at startup, then the key a CancelRequest
+        must quote to stop this session's queries, then ReadyForQuery."""
         parameters = {**self.settings.reported(), "session_authorization": user}
         out = [wire.parameter_status(name, value) for name, value in parameters.items()]
-        out.append(wire.backend_key_data(secrets.randbits(31), secrets.randbits(31)))
+        key = self.context.cancel_keys.issue(self.interrupter)
+        out.append(wire.backend_key_data(key.process_id, key.secret_key))
         out.append(wire.ready_for_query("I"))
         self.writer.write(b"".join(out))
 
     async def _query_loop(self, service: QueryService, principal: Principal) -> None:
-        failed_extended = False  # after an error, extended-protocol messages are skipped until Sync
+        """Serve both protocols until Terminate. After an error in the extended protocol every message
+        up to the next Sync is discarded, as PostgreSQL does, so a pipeline stops at its first error."""
         while True:
             message = wire.decode_frontend_message(*await self._next_message())
             if isinstance(message, wire.Terminate):
                 return
-            if isinstance(message, wire.Query):
+            if isinstance(message, wire.Sync):
+                await self._sync()
+            elif self.skipping:
+                continue
+            elif isinstance(message, wire.Query):
                 await self._simple_query(message.sql, service, principal)
-            elif isinstance(message, wire.Sync):
-                failed_extended = False
-                await self._send(wire.ready_for_query("I"))
-            elif not failed_extended and not isinstance(message, wire.Flush):
-                failed_extended = True
-                await self._send(_error(EXTENDED_PROTOCOL_UNSUPPORTED))
+            elif isinstance(message, wire.Flush):
+                await self._flush()
+            elif isinstance(message, wire.Parse | wire.Bind | wire.Describe | wire.Execute | wire.Close):
+                await self._extended(message, service, principal)
+            else:
+                raise WireProtocolError(
+                    f"unexpected message type {_message_type(message)} after authentication"
+                )
 
     async def _simple_query(self, sql: str, service: QueryService, principal: Principal) -> None:
         """Run each statement in turn; the first error ends the batch, as in PostgreSQL. Every
         statement is audited — before the client sees its answer."""
+        self.prepared.forget_unnamed()
         out: list[bytes] = []
         audit = AuditTrail(principal=principal.name, client=self.peer, dataset=service.dataset.name)
         statement = sql
@@ -184,33 +238,192 @@ class Session:
                 out.append(wire.empty_query_response())
             for tree in trees:
                 statement = service.statement_text(tree)
-                tag = service.transaction_tag(tree)
-                if self.transaction_status == "E" and tag not in ("COMMIT", "ROLLBACK"):
-                    raise InFailedTransactionError(
-                        "current transaction is aborted, commands ignored until end of transaction block",
-                        hint="send ROLLBACK",
-                    )
-                outcome = await asyncio.to_thread(
-                    service.run, tree, principal=principal, settings=self.settings, text=statement
-                )
-                audit.answered(statement, outcome)
-                self.transaction_status = {"BEGIN": "T", "COMMIT": "I", "ROLLBACK": "I"}.get(
-                    tag or "", self.transaction_status
-                )
+                outcome = await self._run(tree, statement, service, principal, audit)
                 out.extend(_outcome_messages(outcome))
         except Exception as error:  # every failure becomes one ErrorResponse; the session lives on
-            proxy_error = as_proxy_error(error)
-            if proxy_error.sqlstate == "XX000":
-                log.exception("internal error incident=%s", getattr(proxy_error, "incident_id", "?"))
-            audit.refused(statement, proxy_error)
-            out.append(_error(proxy_error))
-            if self.transaction_status == "T":
-                self.transaction_status = "E"
-        await asyncio.to_thread(
-            self.context.ledger.audit_log.append, *audit.entries(self.context.ledger.now())
-        )
+            out.append(self._refusal(error, audit, statement))
+        await self._record(audit)
+        self._end_of_batch()
         out.append(wire.ready_for_query(self.transaction_status))
-        await self._send(b"".join(out))
+        self.pending += b"".join(out)
+        await self._flush()
+
+    async def _run(
+        self,
+        tree: Tree,
+        statement: str,
+        service: QueryService,
+        principal: Principal,
+        audit: AuditTrail,
+        *,
+        described: StatementOutcome | None = None,
+    ) -> StatementOutcome:
+        """One statement through the pipeline, the same for both protocols: refused inside a failed
+        transaction block, run in a worker thread (unless Describe already ran it, for free), audited,
+        and the transaction status moved on."""
+        tag = service.transaction_tag(tree)
+        self._check_transaction(tag)
+        if described is None:
+            outcome = await asyncio.to_thread(
+                service.run, tree, principal=principal, settings=self.settings, text=statement
+            )
+        else:
+            outcome = described
+        self._drop_prepared(tree, outcome, service)
+        audit.answered(statement, outcome)
+        self.transaction_status = {"BEGIN": "T", "COMMIT": "I", "ROLLBACK": "I"}.get(
+            tag or "", self.transaction_status
+        )
+        return outcome
+
+    def _check_transaction(self, tag: str | None) -> None:
+        if self.transaction_status == "E" and tag not in TRANSACTION_ENDS:
+            raise InFailedTransactionError(
+                "current transaction is aborted, commands ignored until end of transaction block",
+                hint="send ROLLBACK",
+            )
+
+    def _drop_prepared(self, tree: Tree, outcome: StatementOutcome, service: QueryService) -> None:
+        """DEALLOCATE and DISCARD ALL are answered by the pipeline; what they drop lives here."""
+        if outcome.tag == "DISCARD ALL":
+            self.prepared = PreparedState()
+        elif outcome.tag.startswith("DEALLOCATE"):
+            statement = classify(tree, service.dataset)
+            assert isinstance(statement, DeallocateStatement)
+            self.prepared.deallocate(statement.name)
+
+    def _refusal(self, error: Exception, audit: AuditTrail, statement: str | None) -> bytes:
+        """The ErrorResponse for a failure, audited when it concerns a statement; a transaction block
+        it happens in is failed from now on (25P02 until ROLLBACK)."""
+        proxy_error = ProtocolViolationError(str(error)) if isinstance(error, WireProtocolError) else None
+        proxy_error = proxy_error or as_proxy_error(error)
+        if proxy_error.sqlstate == "XX000":
+            log.exception("internal error incident=%s", getattr(proxy_error, "incident_id", "?"))
+        if statement is not None:
+            audit.refused(statement, proxy_error)
+        if self.transaction_status == "T":
+            self.transaction_status = "E"
+        return _error(proxy_error)
+
+    async def _record(self, audit: AuditTrail) -> None:
+        entries = audit.entries(self.context.ledger.now())
+        if entries:
+            await asyncio.to_thread(self.context.ledger.audit_log.append, *entries)
+
+    def _end_of_batch(self) -> None:
+        """Outside a transaction block each batch is its own transaction, and its portals end with it."""
+        if self.transaction_status == "I":
+            self.prepared.end_transaction()
+
+    # ---- the extended query protocol ----
+
+    async def _extended(
+        self,
+        message: wire.Parse | wire.Bind | wire.Describe | wire.Execute | wire.Close,
+        service: QueryService,
+        principal: Principal,
+    ) -> None:
+        """One Parse, Bind, Describe, Execute or Close. Its answer waits in ``pending`` for Sync or
+        Flush; an error is sent at once, in its place, and starts discarding until Sync."""
+        attempt = _Attempt(
+            AuditTrail(principal=principal.name, client=self.peer, dataset=service.dataset.name)
+        )
+        try:
+            match message:
+                case wire.Parse():
+                    self._parse(message, service, attempt)
+                case wire.Bind():
+                    self._bind(message, service, attempt)
+                case wire.Describe():
+                    await self._describe(message, service, principal, attempt)
+                case wire.Execute():
+                    await self._execute(message, service, principal, attempt)
+                case wire.Close():
+                    self.prepared.close(message.kind, message.name)
+                    self.pending += wire.close_complete()
+        except Exception as error:  # the session lives on; the rest of the batch is discarded
+            self.pending += self._refusal(error, attempt.audit, attempt.statement)
+            self.skipping = True
+        await self._record(attempt.audit)
+        if self.skipping or len(self.pending) > FLUSH_THRESHOLD:
+            await self._flush()  # an error goes out at once, as PostgreSQL's does: clients wait for it
+
+    def _parse(self, message: wire.Parse, service: QueryService, attempt: _Attempt) -> None:
+        attempt.statement = message.query
+        statement = parameterized_statement(service.parse(message.query), service.dataset)
+        if statement.tree is not None:
+            self._check_transaction(service.transaction_tag(statement.tree))
+        types = parameter_types(message.param_type_oids, statement)
+        self.prepared.add_statement(PreparedStatement(message.statement, message.query, statement, types))
+        self.pending += wire.parse_complete()
+
+    def _bind(self, message: wire.Bind, service: QueryService, attempt: _Attempt) -> None:
+        prepared = self.prepared.statement(message.statement)
+        attempt.statement = prepared.query
+        if prepared.statement.tree is not None:
+            self._check_transaction(service.transaction_tag(prepared.statement.tree))
+        values = prepared.decode(message.param_formats, message.params)
+        self.prepared.add_portal(message.portal, Portal(prepared, values, message.result_formats))
+        self.pending += wire.bind_complete()
+
+    async def _describe(
+        self, message: wire.Describe, service: QueryService, principal: Principal, attempt: _Attempt
+    ) -> None:
+        """A statement is described with stand-in values for its parameters and text result formats;
+        a portal with its own values and formats, and it keeps what it learned for its Execute."""
+        if message.kind == "S":
+            prepared = self.prepared.statement(message.name)
+            attempt.statement = prepared.query
+            tree = prepared.statement.bind(prepared.probes())
+            description = await self._description(tree, service, principal)
+            self.pending += wire.parameter_description(prepared.parameter_types)
+            self.pending += _row_description(description.columns, None)
+            return
+        portal = self.prepared.portal(message.name)
+        attempt.statement = portal.statement.query
+        if portal.description is None:
+            tree = portal.statement.statement.bind(portal.values)
+            attempt.statement = service.statement_text(tree) if tree is not None else attempt.statement
+            portal.description = await self._description(tree, service, principal)
+        columns = portal.description.columns
+        self.pending += _row_description(columns, portal.formats(columns) if columns is not None else None)
+
+    async def _description(
+        self, tree: Tree | None, service: QueryService, principal: Principal
+    ) -> Description:
+        if tree is None:
+            return Description(None)
+        self._check_transaction(service.transaction_tag(tree))
+        return await asyncio.to_thread(service.describe, tree, principal=principal, settings=self.settings)
+
+    async def _execute(
+        self, message: wire.Execute, service: QueryService, principal: Principal, attempt: _Attempt
+    ) -> None:
+        """The first Execute of a portal runs its statement — once: later ones send the rows left."""
+        portal = self.prepared.portal(message.portal)
+        first = portal.outcome is None
+        if first:
+            tree = portal.statement.statement.bind(portal.values)
+            if tree is None:
+                self.pending += wire.empty_query_response()
+                return
+            attempt.statement = service.statement_text(tree)
+            described = portal.description.outcome if portal.description is not None else None
+            portal.outcome = await self._run(
+                tree, attempt.statement, service, principal, attempt.audit, described=described
+            )
+        self.pending += b"".join(_portal_messages(portal, message.max_rows, first=first))
+
+    async def _sync(self) -> None:
+        self.skipping = False
+        self._end_of_batch()
+        self.pending += wire.ready_for_query(self.transaction_status)
+        await self._flush()
+
+    async def _flush(self) -> None:
+        if self.pending:
+            data, self.pending = bytes(self.pending), bytearray()
+            await self._send(data)
 
     async def _fill(self) -> None:
         data = await self.reader.read(READ_CHUNK)
@@ -239,6 +452,69 @@ class Session:
         with contextlib.suppress(ClientGone):
             await self._send(_error(error, severity="FATAL"))
 
+    # ---- connection set-up: TLS and CancelRequest (used by _startup) ----
+
+    async def _start_tls(self, tls: ssl.SSLContext) -> bool:
+        """Answer 'S' and run the TLS handshake; False (logged) if the handshake fails.
+
+        Bytes that arrived after the SSLRequest were sent before encryption: taking them as the
+        first decrypted bytes would let a man in the middle inject a StartupMessage or a query
+        (CVE-2021-23214), so they end the connection instead."""
+        if self.writer.get_extra_info("ssl_object") is not None:
+            raise WireProtocolError("SSLRequest received after TLS was already negotiated")
+        if self.buffer.buffered_size or _unread_bytes(self.reader):
+            raise WireProtocolError("received unencrypted data after SSL request")
+        await self._send(wire.ssl_accepted())
+        try:
+            await self.writer.start_tls(tls)
+        except OSError as error:  # ssl.SSLError included
+            log.warning("TLS handshake failed peer=%s error=%s", self.peer, error)
+            return False
+        return True
+
+    def _check_tls_requirement(self) -> None:
+        if not self.context.require_tls_for_remote or self.writer.get_extra_info("ssl_object") is not None:
+            return
+        address = self.writer.get_extra_info("peername")
+        if _is_loopback(address):
+            return
+        raise TlsRequiredError(
+            "connections from other hosts must use TLS",
+            detail=f"{address[0]} connected without encryption",
+            hint='connect with sslmode=require (psql "postgresql://…?sslmode=require")',
+        )
+
+    async def _cancel_other_session(self, request: wire.CancelRequest) -> None:
+        """Stop the engine queries of the session the request names; a wrong key does nothing and
+        gets no answer, as in PostgreSQL."""
+        target = self.context.cancel_keys.find(request.process_id, request.secret_key)
+        if target is None:
+            log.warning(
+                "cancel request with an unknown key peer=%s process_id=%s", self.peer, request.process_id
+            )
+            return
+        log.info("cancel request peer=%s process_id=%s", self.peer, request.process_id)
+        await asyncio.to_thread(target.cancel)  # a PostgreSQL engine is canceled over the network
+
+
+def _unread_bytes(reader: asyncio.StreamReader) -> int:
+    """Bytes received from the socket but not yet read. StreamReader has no public way to ask; its
+    ``_buffer`` has been the same bytearray since asyncio began."""
+    return len(getattr(reader, "_buffer", b""))
+
+
+def _is_loopback(address: object) -> bool:
+    """A TCP peer on this host (IPv4, IPv6 or IPv4-mapped IPv6); anything not TCP counts as local."""
+    if not isinstance(address, tuple):
+        return True
+    try:
+        ip = ipaddress.ip_address(address[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
 
 def _peer(writer: asyncio.StreamWriter) -> str:
     address = writer.get_extra_info("peername")
@@ -262,19 +538,73 @@ def _notice(text: str) -> bytes:
 
 
 def _outcome_messages(outcome: StatementOutcome) -> list[bytes]:
+    """A simple query's answer: the columns, every row in text, what the run says, the command tag."""
     out: list[bytes] = []
     if outcome.table is not None:
-        out.extend(_table_messages(outcome.table))
-    out.extend(_notice(text) for text in outcome.notices)
+        out.append(_row_description(outcome.table.columns, None))
+        out.extend(_data_rows(outcome.table.columns, outcome.table.rows, None))
+    return [*out, *_run_messages(outcome), wire.command_complete(outcome.tag)]
+
+
+def _run_messages(outcome: StatementOutcome) -> list[bytes]:
+    """What running the statement says besides its rows: notices (ε spent) and a changed setting."""
+    out = [_notice(text) for text in outcome.notices]
     if outcome.parameter_changed is not None:
         out.append(wire.parameter_status(*outcome.parameter_changed))
-    out.append(wire.command_complete(outcome.tag))
     return out
 
 
-def _table_messages(table: ReleasedTable) -> list[bytes]:
-    fields = [
-        wire.FieldDescription(name=column.name, type_oid=TYPE_OIDS[column.type]) for column in table.columns
+def _portal_messages(portal: Portal, max_rows: int, *, first: bool) -> list[bytes]:
+    """The rows of one Execute — at most ``max_rows`` (0: all) from where the last one stopped — then
+    PortalSuspended if rows remain, else CommandComplete with the number of rows of this Execute, as
+    PostgreSQL counts them. Only the Execute that ran the statement says what the run says."""
+    outcome = portal.outcome
+    assert outcome is not None
+    table = outcome.table
+    rows = table.rows if table is not None else []
+    start = portal.sent
+    portal.sent = len(rows) if max_rows <= 0 else min(len(rows), start + max_rows)
+    out = _data_rows(table.columns, rows[start : portal.sent], portal.formats(table.columns)) if table else []
+    if first:
+        out.extend(_run_messages(outcome))
+    if portal.sent < len(rows):
+        return [*out, wire.portal_suspended()]
+    tag = f"SELECT {portal.sent - start}" if outcome.tag.startswith("SELECT ") else outcome.tag
+    return [*out, wire.command_complete(tag)]
+
+
+def _row_description(columns: Sequence[ResultColumn] | None, formats: Sequence[int] | None) -> bytes:
+    """RowDescription, or NoData for a statement without rows; ``formats`` None means all text."""
+    if columns is None:
+        return wire.no_data()
+    codes = formats or [TEXT_FORMAT] * len(columns)
+    fields = []
+    for column, code in zip(columns, codes, strict=True):
+        oid = TYPE_OIDS[column.type]
+        fields.append(
+            wire.FieldDescription(
+                name=column.name, type_oid=oid, type_size=pgtypes.TYPE_SIZES[oid], format_code=code
+            )
+        )
+    return wire.row_description(fields)
+
+
+def _data_rows(
+    columns: Sequence[ResultColumn], rows: Sequence[tuple[object, ...]], formats: Sequence[int] | None
+) -> list[bytes]:
+    """DataRows; all text unless Bind asked for binary columns."""
+    if not formats or not any(formats):
+        return [wire.data_row([pgtypes.encode_text_value(value) for value in row]) for row in rows]
+    oids = [TYPE_OIDS[column.type] for column in columns]
+    return [
+        wire.data_row(
+            [encode_value(oid, code, value) for oid, code, value in zip(oids, formats, row, strict=True)]
+        )
+        for row in rows
     ]
-    rows = [wire.data_row([pgtypes.encode_text_value(value) for value in row]) for row in table.rows]
-    return [wire.row_description(fields), *rows]
+
+
+def _message_type(message: wire.FrontendMessage) -> str:
+    if isinstance(message, wire.UnsupportedMessage):
+        return repr(message.type_byte)
+    return type(message).__name__

@@ -130,7 +130,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("lock_timeout", "0", "Accepted for compatibility."),
     Setting("idle_in_transaction_session_timeout", "0", "Accepted for compatibility."),
     Setting("bytea_output", "hex", "Accepted for compatibility."),
-    Setting("default_transaction_read_only", "on", "Veil is read-only."),
+    Setting("default_transaction_read_only", "on", "Veil is read-only.", reported=True),
 )
 
 SETTINGS_BY_NAME: Mapping[str, Setting] = {setting.name.lower(): setting for setting in SETTINGS}
@@ -142,6 +142,7 @@ SERVER_PARAMETERS: Mapping[str, str] = {
     "integer_datetimes": "on",
     "standard_conforming_strings": "on",
     "is_superuser": "off",
+    "in_hot_standby": "off",  # JDBC and libpq's target_session_attrs read it (PostgreSQL 14+)
 }
 
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
+from typing import ClassVar
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import TokenType
 
 from proxy.errors import QuerySyntaxError
 
@@ -14,13 +17,32 @@ from proxy.errors import QuerySyntaxError
 # statements are expected here, so the warning would only be noise in the server log.
 logging.getLogger("sqlglot").setLevel(logging.ERROR)
 
-DIALECT = "postgres"
+
+class _ClientPostgres(Postgres):
+    """PostgreSQL as clients send it: sqlglot's dialect, plus the session commands it does not know.
+    Without this, ``DISCARD ALL`` (sent by connection pools) would parse as a column with an alias."""
+
+    class Tokenizer(Postgres.Tokenizer):
+        KEYWORDS: ClassVar[dict[str, TokenType]] = {
+            **Postgres.Tokenizer.KEYWORDS,
+            "DISCARD": TokenType.COMMAND,
+            "DEALLOCATE": TokenType.COMMAND,
+            "SAVEPOINT": TokenType.COMMAND,  # psycopg nests transaction() blocks in savepoints
+            "RELEASE": TokenType.COMMAND,
+            # oid, regclass, regtype … as plain type names: sqlglot cannot parse arrays of them, which
+            # asyncpg's type introspection binds ($1::oid[]) and pgcli casts to (regtype[])
+            **{
+                word: TokenType.VAR
+                for word, token in Postgres.Tokenizer.KEYWORDS.items()
+                if token == TokenType.OBJECT_IDENTIFIER
+            },
+        }
 
 
 def parse_statements(sql: str) -> list[exp.Expression]:
     """All statements of a simple-query string; empty statements (``;;``) are dropped."""
     try:
-        trees = sqlglot.parse(sql, dialect=DIALECT)
+        trees = sqlglot.parse(sql, dialect=_ClientPostgres)
     except ParseError as error:
         raise QuerySyntaxError(
             _describe(error), position=_position(sql, error), hint="check the SQL near the position shown"

@@ -10,8 +10,14 @@ from proxy.analysis.checks import check_constant_expression, check_public_query
 from proxy.analysis.output_names import output_name
 from proxy.analysis.refusals import refuse
 from proxy.analysis.shape import QueryShape, query_shape, referenced_tables
+from proxy.catalog.names import (
+    calls_catalog_function,
+    catalog_schema,
+    is_catalog_table_function,
+    relations,
+)
 from proxy.config import DatasetPolicy
-from proxy.errors import UnsupportedQueryError
+from proxy.errors import PolicyViolationError, QuerySyntaxError, UnsupportedQueryError
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,21 @@ class TransactionStatement:
     """BEGIN/COMMIT/ROLLBACK: accepted as no-ops — Veil is read-only, so there is nothing to undo."""
 
     tag: str
+
+
+@dataclass(frozen=True)
+class DiscardStatement:
+    """DISCARD ALL | PLANS | SEQUENCES | TEMP (pools send DISCARD ALL when a connection is handed back):
+    ALL resets the session (its settings and prepared statements); Veil has nothing else to discard."""
+
+    what: str  # "ALL", "PLANS", "SEQUENCES" or "TEMP"
+
+
+@dataclass(frozen=True)
+class DeallocateStatement:
+    """DEALLOCATE [PREPARE] name | ALL: the session drops one prepared statement (``name``) or all (None)."""
+
+    name: str | None
 
 
 @dataclass(frozen=True)
@@ -63,6 +84,15 @@ class BudgetQuery:
     tree: exp.Select
 
 
+@dataclass(frozen=True)
+class CatalogQuery:
+    """Reads only the system catalog (``pg_catalog``, ``information_schema``) or calls catalog
+    functions (``pg_catalog.version()``, ``format_type(…)``): answered from the schema-only shadow
+    database, which holds none of the dataset's rows — no data, no cost."""
+
+    tree: exp.Query
+
+
 BUDGET_TABLE = "veil_budget"
 
 
@@ -71,10 +101,13 @@ Statement = (
     | ShowStatement
     | ResetStatement
     | TransactionStatement
+    | DiscardStatement
+    | DeallocateStatement
     | ConstantQuery
     | PublicQuery
     | PrivateQuery
     | BudgetQuery
+    | CatalogQuery
 )
 
 
@@ -84,7 +117,9 @@ def classify_transaction(tree: exp.Expression) -> TransactionStatement | None:
     if isinstance(tree, exp.Commit):
         return TransactionStatement("COMMIT")
     if isinstance(tree, exp.Rollback):
-        return TransactionStatement("ROLLBACK")
+        return TransactionStatement("ROLLBACK")  # also ROLLBACK TO SAVEPOINT, whose tag is ROLLBACK too
+    if isinstance(tree, exp.Command) and str(tree.this).upper() in ("SAVEPOINT", "RELEASE"):
+        return TransactionStatement(str(tree.this).upper())  # nothing to undo: a name is all they need
     return None
 
 
@@ -95,6 +130,10 @@ def classify(tree: exp.Expression, dataset: DatasetPolicy) -> Statement:
         return _set_statement(tree)
     if isinstance(tree, exp.Command):
         return _command(tree)
+    if any(_is_catalog_relation(table, dataset) for table in relations(tree)) or any(
+        is_catalog_table_function(table) for table in tree.find_all(exp.Table)
+    ):
+        return _catalog_query(tree, dataset)
     if tables := referenced_tables(tree):
         if any(_is_budget_view(table) for table in tables):
             return _budget_query(tree, tables)
@@ -105,9 +144,37 @@ def classify(tree: exp.Expression, dataset: DatasetPolicy) -> Statement:
             return PublicQuery(tree)
         return PrivateQuery(query_shape(tree, dataset))
     if isinstance(tree, exp.Select):
+        if calls_catalog_function(tree):
+            return CatalogQuery(tree)
         check_constant_expression(tree)
         return ConstantQuery(tree, tuple(output_name(item) for item in tree.expressions))
     raise UnsupportedQueryError(f"{tree.key.upper()} statements are not supported", hint="Veil is read-only")
+
+
+def _is_catalog_relation(table: exp.Table, dataset: DatasetPolicy) -> bool:
+    """A dataset table keeps its name even if it starts with ``pg_``; any other ``pg_*`` is a catalog."""
+    declared = not table.db and dataset.table(table.name) is not None
+    return catalog_schema(table) is not None and not declared
+
+
+_WRITES = (exp.Into, exp.Insert, exp.Update, exp.Delete, exp.Merge, exp.Create, exp.Drop, exp.Alter)
+
+
+def _catalog_query(tree: exp.Expression, dataset: DatasetPolicy) -> CatalogQuery:
+    """Catalog relations only: a catalog query joined with a dataset table could not be answered from
+    the schema alone, and must not reach the rows either."""
+    if not isinstance(tree, exp.Query) or tree.find(*_WRITES) is not None:
+        raise UnsupportedQueryError(
+            "only SELECT statements may read the catalog", hint="Veil's catalog is read-only"
+        )
+    others = [table for table in relations(tree) if not _is_catalog_relation(table, dataset)]
+    if others:
+        raise PolicyViolationError(
+            f'catalog relations cannot be read together with table "{others[0].name}"',
+            detail="catalog queries are answered from the schema alone, never from the dataset's rows",
+            hint="query the catalog and the dataset's tables in separate statements",
+        )
+    return CatalogQuery(tree)
 
 
 def _is_budget_view(table: exp.Table) -> bool:
@@ -164,6 +231,8 @@ def _command(tree: exp.Command) -> Statement:
         tree.expression.name if isinstance(tree.expression, exp.Literal) else str(tree.expression or "")
     )
     argument = argument.strip()
+    if verb == "SHOW" and " ".join(argument.upper().split()) == "TRANSACTION ISOLATION LEVEL":
+        return ShowStatement("transaction_isolation")  # PostgreSQL's other spelling (SQLAlchemy sends it)
     if verb == "SHOW" and argument:
         return ShowStatement(argument.strip('"'))
     if verb == "RESET" and argument:
@@ -171,4 +240,23 @@ def _command(tree: exp.Command) -> Statement:
     words = argument.split()
     if verb == "SET" and [w.upper() for w in words[-3:-1]] == ["TIME", "ZONE"]:
         return SetStatement("TimeZone", words[-1].strip("'"))
+    if verb == "DISCARD" and len(words) == 1 and words[0].upper() in _DISCARDABLE:
+        return DiscardStatement(_DISCARDABLE[words[0].upper()])
+    if verb == "DEALLOCATE":
+        return _deallocate(words)
     raise UnsupportedQueryError(f"{verb} statements are not supported")
+
+
+_DISCARDABLE = {"ALL": "ALL", "PLANS": "PLANS", "SEQUENCES": "SEQUENCES", "TEMP": "TEMP", "TEMPORARY": "TEMP"}
+
+
+def _deallocate(words: list[str]) -> DeallocateStatement:
+    if words and words[0].upper() == "PREPARE":
+        words = words[1:]
+    if len(words) != 1:
+        raise QuerySyntaxError("syntax error in DEALLOCATE", hint="DEALLOCATE name, or DEALLOCATE ALL")
+    name = words[0]
+    if name.upper() == "ALL":
+        return DeallocateStatement(None)
+    # an unquoted name folds to lower case, as PostgreSQL folds identifiers
+    return DeallocateStatement(name[1:-1] if name.startswith('"') and name.endswith('"') else name.lower())

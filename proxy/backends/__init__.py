@@ -1,4 +1,5 @@
-"""Database engines behind one small interface (``base.Backend``): a dialect, ``execute``, ``close``.
+"""Database engines behind one small interface (``base.Backend``): a dialect, ``execute``, ``close``;
+``interrupts.py`` lets a CancelRequest or the statement timeout stop a running ``execute``.
 
 ``open_backend`` picks the engine a dataset's policy names. The environment is passed in (for a
 postgres dataset's ``dsn_env``) rather than read here, so this code never touches ``os.environ``.
@@ -19,11 +20,15 @@ def dialect_of(dataset: DatasetPolicy) -> str:
     return DIALECTS[dataset.backend]
 
 
-def open_backend(dataset: DatasetPolicy, *, environ: Mapping[str, str]) -> Backend:
+def open_backend(
+    dataset: DatasetPolicy, *, environ: Mapping[str, str], statement_timeout_ms: int | None = None
+) -> Backend:
     """The dataset's engine, opened: DuckDB on ``path``, or a PostgreSQL pool on ``dsn``/``dsn_env``.
 
-    Raises ``BackendUnavailableError`` (or ``ConfigError`` for an unset ``dsn_env``) with a message
-    for the administrator when the engine cannot be reached at start-up."""
+    ``statement_timeout_ms`` is the server's limit on one engine query; a PostgreSQL dataset's own
+    ``statement_timeout_ms`` takes precedence. Raises ``BackendUnavailableError`` (or ``ConfigError``
+    for an unset ``dsn_env``) with a message for the administrator when the engine cannot be reached
+    at start-up."""
     if dataset.backend == POSTGRES:
         from proxy.backends.postgres import PostgresBackend
 
@@ -31,9 +36,9 @@ def open_backend(dataset: DatasetPolicy, *, environ: Mapping[str, str]) -> Backe
             dataset.resolve_dsn(environ),
             schema=dataset.schema,
             pool_size=dataset.pool_size,
-            statement_timeout_ms=dataset.statement_timeout_ms,
+            statement_timeout_ms=dataset.statement_timeout_ms or statement_timeout_ms,
         )
     from proxy.backends.duckdb import DuckDBBackend
 
     assert dataset.path is not None  # parse_config requires a path for every duckdb dataset
-    return DuckDBBackend(dataset.path)
+    return DuckDBBackend(dataset.path, statement_timeout_ms=statement_timeout_ms)

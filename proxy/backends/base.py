@@ -21,7 +21,9 @@ class Backend(Protocol):
     tuples. Engine values pass through untouched (``Decimal`` included): the release layer converts.
     Any engine failure becomes ``BackendUnavailableError`` with a generic message; the engine's own
     text goes to the server log only, because it can quote private values (a failed cast, an
-    overflowing sum). ``execute`` may be called from several threads at once.
+    overflowing sum). ``execute`` may be called from several threads at once. A running ``execute``
+    that the session's CancelRequest or the statement timeout stops raises ``QueryCanceledError``
+    (implementations wrap each engine query in ``interrupts.interruptible``).
     """
 
     dialect: str

@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 
 from proxy.backends.base import Description, Rows
+from proxy.backends.interrupts import Watchdog, interruptible
 from proxy.errors import BackendUnavailableError
 
 log = logging.getLogger("veil.backend")
@@ -25,8 +26,10 @@ class DuckDBBackend:
 
     dialect = "duckdb"
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, statement_timeout_ms: int | None = None) -> None:
+        """``statement_timeout_ms``: every engine query still running after it is interrupted (57014)."""
         self._path: Path | None = path
+        self._watchdog = Watchdog(statement_timeout_ms) if statement_timeout_ms is not None else None
         try:
             self._connection = duckdb.connect(str(path), read_only=True, config=dict(SANDBOX_CONFIG))
         except duckdb.Error as error:
@@ -42,6 +45,7 @@ class DuckDBBackend:
         backend = cls.__new__(cls)
         backend._connection = duckdb.connect(":memory:", config=dict(SANDBOX_CONFIG))
         backend._path = None
+        backend._watchdog = None
         return backend
 
     def data_version(self) -> str:
@@ -55,22 +59,33 @@ class DuckDBBackend:
     def execute(self, sql: str) -> tuple[Description, Rows]:
         """Run one query on a fresh cursor (cursors are safe across threads) → (name, type) pairs, rows.
 
-        Engine error text is logged, never returned: it may quote private values."""
+        A cursor is a connection of its own to the same database, so interrupting it (a CancelRequest,
+        the statement timeout) stops this query and no other session's. Engine error text is logged,
+        never returned: it may quote private values."""
         cursor = self._connection.cursor()
         try:
-            cursor.execute(sql)
-            description = [(column[0], str(column[1])) for column in cursor.description or []]
-            return description, cursor.fetchall()
-        except duckdb.Error as error:
-            # the message can quote private values (an overflowing expression, a failed cast):
-            # its text is kept out of the normal log level
-            log.warning("backend error: %s", type(error).__name__)
-            log.debug("backend error detail: %s", str(error).splitlines()[0])
-            raise BackendUnavailableError(
-                "the database engine could not run the query", hint="the server log has the details"
-            ) from None
+            with interruptible(cursor.interrupt, watchdog=self._watchdog):
+                return _run(cursor, sql)
         finally:
             cursor.close()
 
     def close(self) -> None:
         self._connection.close()
+
+
+def _run(cursor: duckdb.DuckDBPyConnection, sql: str) -> tuple[Description, Rows]:
+    try:
+        cursor.execute(sql)
+        description = [(column[0], str(column[1])) for column in cursor.description or []]
+        return description, cursor.fetchall()
+    except duckdb.InterruptException:
+        log.info("engine query interrupted")  # interruptible() reports it as canceled (57014)
+        raise BackendUnavailableError("the database engine query was interrupted") from None
+    except duckdb.Error as error:
+        # the message can quote private values (an overflowing expression, a failed cast):
+        # its text is kept out of the normal log level
+        log.warning("backend error: %s", type(error).__name__)
+        log.debug("backend error detail: %s", str(error).splitlines()[0])
+        raise BackendUnavailableError(
+            "the database engine could not run the query", hint="the server log has the details"
+        ) from None

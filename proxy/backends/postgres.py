@@ -31,12 +31,17 @@ more on a new connection — harmless, as every query is read-only.
 answering every query with SQLSTATE 58000. Later connections open lazily; while the server is down,
 queries fail with the same generic error and nothing is charged.
 
+**Cancel and timeout.** A client's CancelRequest reaches the pooled connection running its query as a
+PostgreSQL cancel request of its own (``interrupts.py``); the server's ``statement_timeout`` stops a
+query by itself. Both are reported as 57014 and the connection goes back to the pool.
+
 Engine error text is logged at DEBUG only (its type and SQLSTATE at WARNING): it can quote private
 values, as in ``invalid input syntax for type integer: "Alice"``.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
@@ -50,11 +55,13 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 
 from proxy.backends.base import Description, Rows
-from proxy.errors import BackendUnavailableError
+from proxy.backends.interrupts import interruptible, statement_timeout_error
+from proxy.errors import BackendUnavailableError, ProxyError
 
 log = logging.getLogger("veil.backend")
 
 CONNECT_TIMEOUT_SECONDS = 10
+CANCEL_TIMEOUT_SECONDS = 5
 APPLICATION_NAME = "veil"
 _SHOWN_PARAMETERS = ("host", "hostaddr", "port", "dbname", "user")
 
@@ -102,14 +109,17 @@ class PostgresBackend:
             for attempt in (1, 2):
                 connection, reused = self._checkout()
                 try:
-                    return _run(connection, query)
+                    with interruptible(functools.partial(_cancel, connection), watchdog=None):
+                        return _run(connection, query)
+                except psycopg.errors.QueryCanceled as error:
+                    raise self._canceled_by_server(error) from None
                 except psycopg.Error as error:
                     if attempt == 1 and reused and connection.broken:
                         log.info("a pooled PostgreSQL connection was lost while idle; retrying on a new one")
                         continue
                     raise _query_failure(error) from None
                 finally:
-                    self._checkin(connection)
+                    self._checkin(connection)  # after interruptible(): no cancel can still be on its way
         raise AssertionError("unreachable: the second attempt returns or raises")  # pragma: no cover
 
     def data_version(self) -> str:
@@ -129,6 +139,13 @@ class PostgresBackend:
                     self._idle.get_nowait().close()
                 except queue.Empty:
                     break
+
+    def _canceled_by_server(self, error: psycopg.errors.QueryCanceled) -> ProxyError:
+        """The server stopped the query by itself: its ``statement_timeout`` (Veil's own cancels are
+        reported by ``interruptible``). Without a timeout, someone canceled it on the server."""
+        if self._statement_timeout_ms is None:
+            return _query_failure(error)
+        return statement_timeout_error(self._statement_timeout_ms)
 
     @contextmanager
     def _slot(self) -> Iterator[None]:
@@ -253,6 +270,16 @@ def _run(connection: Connection, query: bytes) -> tuple[Description, Rows]:
     finally:
         if not connection.closed:
             connection.rollback()
+
+
+def _cancel(connection: Connection) -> None:
+    """Ask the server to cancel the query running on ``connection`` (a CancelRequest of its own).
+
+    A failure is logged, not raised: the client's cancel is best effort, as in PostgreSQL."""
+    try:
+        connection.cancel_safe(timeout=CANCEL_TIMEOUT_SECONDS)
+    except psycopg.Error as error:
+        log.warning("could not cancel a PostgreSQL query: %s", _first_line(error))
 
 
 def _query_failure(error: psycopg.Error) -> BackendUnavailableError:

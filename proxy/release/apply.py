@@ -79,7 +79,7 @@ def release(
         released.append(noisy)
     if plan.total_measurements:
         rows.append(_other_row(plan, exact_totals, released, rng=rng))
-    return ReleasedTable(_noisy_columns(plan), rows)
+    return ReleasedTable(noisy_columns(plan), rows)
 
 
 OTHER = "(other)"
@@ -195,7 +195,8 @@ def _spread(kind: AggregateKind, total: float, squares: float, count: float, wid
     return math.sqrt(variance) if kind in (AggregateKind.STDDEV_POP, AggregateKind.STDDEV_SAMP) else variance
 
 
-def _noisy_columns(plan: ReleasePlan) -> tuple[ResultColumn, ...]:
+def noisy_columns(plan: ReleasePlan) -> tuple[ResultColumn, ...]:
+    """The noisy table's columns, known from the plan alone (a Describe needs them before any noise)."""
     keys = [ResultColumn(key_column(i), key.type) for i, key in enumerate(plan.shape.group_keys)]
     integers = {m.quantity for m in plan.measurements if m.integer_output}
     aggregates = [

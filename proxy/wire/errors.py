@@ -47,3 +47,17 @@ class UnencodableValueError(ValueError):
     Typically a NUL inside a string (a client would read the rest as the next field, which is
     a message-injection vector) or an integer that does not fit its field.
     """
+
+
+class InvalidTextValueError(ValueError):
+    """A text-format parameter is not valid input for its type (SQLSTATE 22P02, as PostgreSQL's
+    "invalid input syntax for type integer"). The message quotes the client's own value only."""
+
+
+class InvalidBinaryValueError(ValueError):
+    """A binary-format parameter does not have its type's layout (SQLSTATE 22P03, as PostgreSQL's
+    "incorrect binary data format"), or holds a value Python cannot represent (infinite dates)."""
+
+
+class UnsupportedBinaryTypeError(ValueError):
+    """A parameter of a type Veil has no binary codec for was sent in binary format; text works."""

@@ -648,6 +648,11 @@ def ssl_refused() -> bytes:
     return b"N"
 
 
+def ssl_accepted() -> bytes:
+    """The single-byte answer to SSLRequest that accepts: the TLS handshake follows at once."""
+    return b"S"
+
+
 # --------------------------------------------------------------------------------------------
 # Errors and notices
 

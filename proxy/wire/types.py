@@ -1,10 +1,14 @@
-"""PostgreSQL type OIDs and the text format of the values Veil returns.
+"""PostgreSQL type OIDs and the text format of values, both ways.
 
-Rows reach the client as DataRow values in PostgreSQL's *text* format, so clients parse them
-with the same code they use against a real server. Each encoder below reproduces what
-PostgreSQL prints (with DateStyle ISO and extra_float_digits >= 1, the defaults modern
-drivers set), not merely something a lenient parser would accept: psql shows these strings
-verbatim, and tests compare them byte for byte.
+Rows reach the client as DataRow values in PostgreSQL's *text* format (unless a Bind asks for
+binary, see ``binary.py``), so clients parse them with the same code they use against a real
+server. Each encoder below reproduces what PostgreSQL prints (with DateStyle ISO and
+extra_float_digits >= 1, the defaults modern drivers set), not merely something a lenient parser
+would accept: psql shows these strings verbatim, and tests compare them byte for byte.
+
+The decoders read text-format *parameters* of the extended query protocol, as PostgreSQL's type
+input functions do (``int8in``, ``boolin``, ``date_in`` with DateStyle ISO …), and raise
+``InvalidTextValueError`` for anything those would refuse.
 """
 
 from __future__ import annotations
@@ -12,12 +16,17 @@ from __future__ import annotations
 import datetime
 import math
 import numbers
+import re
 import uuid
 from collections.abc import Callable, Mapping
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
 from typing import Any, Final
 
+from proxy.wire.errors import InvalidTextValueError
+
+UNSPECIFIED: Final = 0
+"""A parameter type left for the server to infer (Parse) — not a type of its own."""
 BOOL: Final = 16
 BYTEA: Final = 17
 INT8: Final = 20
@@ -56,6 +65,31 @@ TYPE_SIZES: Final[Mapping[int, int]] = MappingProxyType(
     }
 )
 """pg_type.typlen of each type above, for ``FieldDescription.type_size`` (-1: variable)."""
+
+TYPE_NAMES: Final[Mapping[int, str]] = MappingProxyType(
+    {
+        BOOL: "bool",
+        BYTEA: "bytea",
+        INT8: "int8",
+        INT2: "int2",
+        INT4: "int4",
+        TEXT: "text",
+        FLOAT4: "float4",
+        FLOAT8: "float8",
+        VARCHAR: "varchar",
+        DATE: "date",
+        TIME: "time",
+        TIMESTAMP: "timestamp",
+        TIMESTAMPTZ: "timestamptz",
+        TIMETZ: "timetz",
+        NUMERIC: "numeric",
+        UUID: "uuid",
+    }
+)
+"""pg_type.typname of each type above: the vocabulary in which the SQL analysis names the type it
+infers for a parameter, without knowing OIDs."""
+
+OIDS_BY_NAME: Final[Mapping[str, int]] = MappingProxyType({name: oid for oid, name in TYPE_NAMES.items()})
 
 _INT8_RANGE: Final = range(-(2**63), 2**63)
 
@@ -202,3 +236,131 @@ def type_oid_for_python(value: object) -> int:
     if isinstance(value, numbers.Integral) and int(value) not in _INT8_RANGE:
         return NUMERIC
     return oid
+
+
+# --------------------------------------------------------------------------------------------
+# Text input: parameters of the extended query protocol
+
+
+_INTEGER_TEXT: Final = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*")
+_INTEGER_RANGES: Final = {
+    INT2: ("smallint", range(-(2**15), 2**15)),
+    INT4: ("integer", range(-(2**31), 2**31)),
+    INT8: ("bigint", _INT8_RANGE),
+}
+_TRUE_WORDS: Final = frozenset({"t", "tr", "tru", "true", "y", "ye", "yes", "on", "1"})
+_FALSE_WORDS: Final = frozenset({"f", "fa", "fal", "fals", "false", "n", "no", "of", "off", "0"})
+_FLOAT4_MAX: Final = 3.4028234663852886e38
+_OCTAL_ESCAPE: Final = re.compile(rb"\\([0-3][0-7]{2}|\\)")
+_ESCAPED_BYTES: Final = re.compile(rb"(?:[^\\]|\\[0-3][0-7]{2}|\\\\)*", re.DOTALL)
+
+
+def _invalid(type_name: str, text: str) -> InvalidTextValueError:
+    return InvalidTextValueError(f'invalid input syntax for type {type_name}: "{text}"')
+
+
+def _integer_in(oid: int, text: str) -> int:
+    """int2in/int4in/int8in: surrounding spaces, a sign, digits (PostgreSQL 16 allows ``1_000``)."""
+    name, bounds = _INTEGER_RANGES[oid]
+    stripped = text.strip()
+    if not _INTEGER_TEXT.fullmatch(stripped):
+        raise _invalid(name, text)
+    value = int(stripped)
+    if value not in bounds:
+        raise InvalidTextValueError(f'value "{text}" is out of range for type {name}')
+    return value
+
+
+def _bool_in(text: str) -> bool:
+    """boolin: any unique prefix of true/false/yes/no, on/off, 1/0, in any case."""
+    word = text.strip().lower()
+    if word in _TRUE_WORDS:
+        return True
+    if word in _FALSE_WORDS:
+        return False
+    raise _invalid("boolean", text)
+
+
+def _float_in(oid: int, text: str) -> float:
+    """float4in/float8in accept NaN, Infinity and inf as Python's float() does (not its ``1_0``)."""
+    name = "real" if oid == FLOAT4 else "double precision"
+    if "_" in text:
+        raise _invalid(name, text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise _invalid(name, text) from None
+    if oid == FLOAT4 and math.isfinite(value) and abs(value) > _FLOAT4_MAX:
+        raise InvalidTextValueError(f'"{text}" is out of range for type real')
+    return value
+
+
+def _numeric_in(text: str) -> Decimal:
+    try:
+        value = Decimal(text.strip())
+    except InvalidOperation:
+        raise _invalid("numeric", text) from None
+    if value.is_snan():
+        raise _invalid("numeric", text)
+    return value
+
+
+def _date_in(text: str) -> datetime.date:
+    """ISO dates only: Veil reports DateStyle ISO, so clients send ``YYYY-MM-DD``."""
+    try:
+        return datetime.date.fromisoformat(text.strip())
+    except ValueError:
+        raise _invalid("date", text) from None
+
+
+def _timestamp_in(oid: int, text: str) -> datetime.datetime:
+    """ISO timestamps, with ``T`` or a space. Without time zone, an offset is ignored, as in
+    PostgreSQL; with time zone, a missing offset means UTC (Veil's TimeZone)."""
+    name = "timestamp with time zone" if oid == TIMESTAMPTZ else "timestamp without time zone"
+    try:
+        value = datetime.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise _invalid(name, text) from None
+    if oid == TIMESTAMP:
+        return value.replace(tzinfo=None)
+    return value if value.tzinfo is not None else value.replace(tzinfo=datetime.UTC)
+
+
+def _bytea_in(text: str) -> bytes:
+    """byteain: ``\\x`` then hex digits, or the escape format (``\\ooo`` octal, ``\\\\``)."""
+    raw = text.encode("utf-8")
+    if raw.startswith(b"\\x"):
+        try:
+            return bytes.fromhex(raw[2:].decode("ascii"))
+        except ValueError:
+            raise _invalid("bytea", text) from None
+    if not _ESCAPED_BYTES.fullmatch(raw):
+        raise _invalid("bytea", text)
+    return _OCTAL_ESCAPE.sub(lambda match: b"\\" if match[1] == b"\\" else bytes([int(match[1], 8)]), raw)
+
+
+_TEXT_DECODERS: Final[Mapping[int, Callable[[int, str], object]]] = MappingProxyType(
+    {
+        BOOL: lambda _, text: _bool_in(text),
+        INT2: _integer_in,
+        INT4: _integer_in,
+        INT8: _integer_in,
+        FLOAT4: _float_in,
+        FLOAT8: _float_in,
+        NUMERIC: lambda _, text: _numeric_in(text),
+        DATE: lambda _, text: _date_in(text),
+        TIMESTAMP: _timestamp_in,
+        TIMESTAMPTZ: _timestamp_in,
+        BYTEA: lambda _, text: _bytea_in(text),
+    }
+)
+
+
+def decode_text_value(oid: int, text: str) -> object:
+    """The Python value of a text-format parameter of type ``oid``.
+
+    Text, varchar, unspecified and any type without a decoder here stay strings: PostgreSQL gives
+    such a value to the statement as an untyped literal, and so does Veil.
+    """
+    decoder = _TEXT_DECODERS.get(oid)
+    return text if decoder is None else decoder(oid, text)

@@ -1,7 +1,7 @@
-"""asyncpg against ``veil serve``.
+"""asyncpg against ``veil serve``: its startup, the simple protocol, and errors.
 
-asyncpg runs ``fetch``/``fetchval`` over the extended query protocol, which Veil refuses for now
-(0A000); ``execute`` without arguments uses the simple protocol and works. asyncpg sends
+``execute`` without arguments uses the simple protocol; ``fetch``/``fetchval`` and prepared statements
+use the extended protocol and are tested in ``test_extended_protocol.py``. asyncpg sends
 ``client_encoding='utf-8'`` (quoted) at startup, which Veil accepts as PostgreSQL does.
 """
 
@@ -75,23 +75,6 @@ def test_simple_protocol_execute_works(veil_server: RunningServer, admin: Admin)
     assert run(with_connection(veil_server, work, analyst=analyst)) == ("SELECT 1", "SELECT 1")
     assert len(notices) == 1 and notices[0].startswith("differential privacy: this answer spent ε=0.1")
     assert admin.balance(analyst)["spent_epsilon"] == 0.1
-
-
-def test_fetch_over_the_extended_protocol_is_refused_cleanly(
-    veil_server: RunningServer, admin: Admin
-) -> None:
-    analyst = admin.add_analyst(1.0, prefix="extended")
-
-    async def work(connection: asyncpg.Connection) -> str:
-        for sql in ("SELECT 1", "SELECT COUNT(*) FROM patients"):
-            with pytest.raises(asyncpg.exceptions.FeatureNotSupportedError) as refused:
-                await connection.fetch(sql)
-            assert refused.value.sqlstate == "0A000"
-            assert "extended query protocol" in str(refused.value)
-        return await connection.execute("SELECT 1")  # the connection survived
-
-    assert run(with_connection(veil_server, work, analyst=analyst)) == "SELECT 1"
-    assert admin.balance(analyst)["spent_epsilon"] == 0
 
 
 def test_policy_refusals_arrive_as_typed_exceptions(veil_server: RunningServer) -> None:

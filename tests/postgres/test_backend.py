@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
@@ -18,9 +19,10 @@ from budget.ledger import Ledger
 from proxy.analysis.parse import parse_statements
 from proxy.analysis.statements import PrivateQuery, classify
 from proxy.backends import dialect_of, open_backend
+from proxy.backends.interrupts import SESSION_INTERRUPTER, Interrupter
 from proxy.backends.postgres import PostgresBackend, describe_dsn
 from proxy.config import DatasetPolicy, parse_config
-from proxy.errors import BackendUnavailableError, ConfigError
+from proxy.errors import BackendUnavailableError, ConfigError, QueryCanceledError
 from proxy.planning import prepare_release
 from proxy.server import build_context
 from tests.postgres.conftest import in_schema
@@ -246,8 +248,25 @@ def test_statement_timeout_fails_the_query_and_keeps_the_connection(
 ) -> None:
     backend = make_backend(fresh_schema, pool_size=1, statement_timeout_ms=100)
     started = time.monotonic()
-    with pytest.raises(BackendUnavailableError):
+    with pytest.raises(QueryCanceledError, match="statement timeout"):
         backend.execute("SELECT pg_sleep(5)")
+    assert time.monotonic() - started < 4
+    assert backend.execute("SELECT 1")[1] == [(1,)]
+
+
+def test_a_session_cancel_stops_its_query_and_keeps_the_connection(
+    fresh_schema: str, make_backend: Any
+) -> None:
+    """The cancel reaches the pooled connection running the session's query; with one connection in the
+    pool, the next query proves that connection came back healthy."""
+    backend = make_backend(fresh_schema, pool_size=1)
+    session = Interrupter()
+    context = contextvars.copy_context()
+    context.run(SESSION_INTERRUPTER.set, session)
+    threading.Timer(0.3, session.cancel).start()
+    started = time.monotonic()
+    with pytest.raises(QueryCanceledError, match="due to user request"):
+        context.run(backend.execute, "SELECT pg_sleep(5)")
     assert time.monotonic() - started < 4
     assert backend.execute("SELECT 1")[1] == [(1,)]
 

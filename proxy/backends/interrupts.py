@@ -1,0 +1,168 @@
+"""Stopping engine queries that are running: a client's CancelRequest and the statement timeout.
+
+An engine query runs in a worker thread while its session waits on the event loop, and a
+CancelRequest arrives on a *different* connection. So each backend wraps every engine query in
+:func:`interruptible`, handing it the engine's own way to stop that one query (DuckDB: interrupt the
+query's cursor; PostgreSQL: a cancel request for the pooled connection running it). The query is
+registered with
+
+* the session that asked for it — found through the context variable :data:`SESSION_INTERRUPTER`,
+  which the session sets once in its task; ``asyncio.to_thread`` copies it into the worker thread, so
+  neither the query pipeline nor the ``Backend`` interface has to carry a cancellation argument; and
+* the backend's :class:`Watchdog`, when a statement timeout is configured.
+
+Whoever stops the query first records why; when the engine call returns — failed, or even succeeded
+because the stop came too late to reach the engine — :func:`interruptible` raises
+``QueryCanceledError`` (57014) instead. The query pipeline cancels the statement's budget reservation
+on any engine failure, so a stopped query spends nothing.
+
+A cancel reaches only engine queries running at that moment, as in PostgreSQL: one that arrives
+between two engine queries of a statement, or while the session is idle, does nothing.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Final
+
+from proxy.errors import QueryCanceledError
+
+USER_REQUEST: Final = "user request"
+STATEMENT_TIMEOUT: Final = "statement timeout"
+
+
+class EngineQuery:
+    """One engine query in flight; :meth:`stop` interrupts it at most once, and never after it ended."""
+
+    def __init__(self, interrupt: Callable[[], None]) -> None:
+        self._interrupt: Callable[[], None] | None = interrupt
+        self._lock = threading.Lock()
+        self.reason: str | None = None
+
+    def stop(self, reason: str) -> None:
+        """Interrupt under the lock, so the query cannot end (and its PostgreSQL connection go back to
+        the pool, to run someone else's query) while the engine is being told to stop it."""
+        with self._lock:
+            if self._interrupt is None or self.reason is not None:
+                return
+            self.reason = reason
+            self._interrupt()
+
+    def finish(self) -> None:
+        with self._lock:
+            self._interrupt = None
+
+
+class Interrupter:
+    """The engine queries one session is running now; a CancelRequest that names the session stops
+    them all. Used from worker threads and the event loop, hence the lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[EngineQuery] = set()
+
+    def cancel(self) -> None:
+        """Blocking (a PostgreSQL cancel is a network round trip): call it from a worker thread."""
+        with self._lock:
+            running = list(self._running)
+        for query in running:
+            query.stop(USER_REQUEST)
+
+    def add(self, query: EngineQuery) -> None:
+        with self._lock:
+            self._running.add(query)
+
+    def discard(self, query: EngineQuery) -> None:
+        with self._lock:
+            self._running.discard(query)
+
+
+SESSION_INTERRUPTER: ContextVar[Interrupter | None] = ContextVar("veil_session_interrupter", default=None)
+
+
+class Watchdog:
+    """Stops engine queries that outlive the statement timeout.
+
+    One thread and a heap of deadlines for all of a backend's queries, rather than a timer thread per
+    query: starting a thread would cost more than many engine queries take. Queries that end before
+    their deadline stay in the heap until then; stopping them is a no-op."""
+
+    def __init__(self, timeout_ms: int) -> None:
+        self.timeout_ms = timeout_ms
+        self._deadlines: list[tuple[float, int, EngineQuery]] = []
+        self._order = itertools.count()  # ties never compare EngineQuery objects
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, query: EngineQuery) -> None:
+        deadline = time.monotonic() + self.timeout_ms / 1000
+        with self._wake:
+            heapq.heappush(self._deadlines, (deadline, next(self._order), query))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="veil-statement-timeout", daemon=True)
+                self._thread.start()
+            self._wake.notify()
+
+    def _run(self) -> None:
+        while True:
+            for query in self._due():
+                query.stop(STATEMENT_TIMEOUT)
+
+    def _due(self) -> list[EngineQuery]:
+        """Wait until at least one deadline has passed; return those queries."""
+        with self._wake:
+            while True:
+                now = time.monotonic()
+                if self._deadlines and self._deadlines[0][0] <= now:
+                    due = []
+                    while self._deadlines and self._deadlines[0][0] <= now:
+                        due.append(heapq.heappop(self._deadlines)[2])
+                    return due
+                self._wake.wait(self._deadlines[0][0] - now if self._deadlines else None)
+
+
+@contextmanager
+def interruptible(interrupt: Callable[[], None], *, watchdog: Watchdog | None) -> Iterator[None]:
+    """Run the block as one engine query that the session's CancelRequest and the watchdog can stop.
+
+    If it was stopped, raise ``QueryCanceledError`` whatever the block did: its failure is the stop's
+    doing, and a result that arrived anyway must not be used after the client was told it was
+    cancelled."""
+    query = EngineQuery(interrupt)
+    interrupter = SESSION_INTERRUPTER.get()
+    if interrupter is not None:
+        interrupter.add(query)
+    if watchdog is not None:
+        watchdog.watch(query)
+    try:
+        yield
+    finally:
+        query.finish()  # from here on nobody can stop it: its reason is final
+        if interrupter is not None:
+            interrupter.discard(query)
+        _raise_if_stopped(query, watchdog)
+
+
+def _raise_if_stopped(query: EngineQuery, watchdog: Watchdog | None) -> None:
+    if query.reason == USER_REQUEST:
+        raise QueryCanceledError(
+            "canceling statement due to user request",
+            detail="no answer was released, so nothing was spent",
+        ) from None
+    if query.reason == STATEMENT_TIMEOUT and watchdog is not None:
+        raise statement_timeout_error(watchdog.timeout_ms) from None
+
+
+def statement_timeout_error(timeout_ms: int) -> QueryCanceledError:
+    return QueryCanceledError(
+        "canceling statement due to statement timeout",
+        detail=f"an engine query ran past the statement timeout of {timeout_ms} ms; nothing was spent",
+        hint="narrow the query (fewer rows, groups or joins), or ask the administrator to raise "
+        "statement_timeout_ms",
+    )
