@@ -131,13 +131,18 @@ class DatasetPolicy:
             raise ConfigError(
                 f'dataset "{self.name}" has no PostgreSQL connection string (backend = "{self.backend}")'
             )
-        value = environ.get(self.dsn_env, "")
-        if not value.strip():
-            raise ConfigError(
-                f"datasets.{self.name}.dsn_env: the environment variable {self.dsn_env} is not set or empty",
-                hint=f"export {self.dsn_env}='postgresql://USER:PASSWORD@HOST:5432/DBNAME' before starting veil",
-            )
-        return value
+        return dsn_from_environment(environ, self.dsn_env, key=f"datasets.{self.name}.dsn_env")
+
+
+def dsn_from_environment(environ: Mapping[str, str], variable: str, *, key: str) -> str:
+    """A connection string kept out of the policy file (it may hold a password)."""
+    value = environ.get(variable, "")
+    if not value.strip():
+        raise ConfigError(
+            f"{key}: the environment variable {variable} is not set or empty",
+            hint=f"export {variable}='postgresql://USER:PASSWORD@HOST:5432/DBNAME' before running veil",
+        )
+    return value
 
 
 @dataclass(frozen=True)
@@ -182,13 +187,7 @@ class LedgerSettings:
         if self.dsn is not None:
             return self.dsn
         assert self.dsn_env is not None  # parse_config sets exactly one of path, dsn, dsn_env
-        value = environ.get(self.dsn_env, "")
-        if not value.strip():
-            raise ConfigError(
-                f"ledger.dsn_env: the environment variable {self.dsn_env} is not set or empty",
-                hint=f"export {self.dsn_env}='postgresql://USER:PASSWORD@HOST:5432/DBNAME' before running veil",
-            )
-        return value
+        return dsn_from_environment(environ, self.dsn_env, key="ledger.dsn_env")
 
 
 @dataclass(frozen=True)
