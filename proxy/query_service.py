@@ -47,7 +47,7 @@ from proxy.backends.duckdb import DuckDBBackend
 from proxy.budget_view import budget_table
 from proxy.catalog.shadow import READ_ONLY_PARAMETERS, ShadowCatalog
 from proxy.config import ColumnType, DatasetPolicy
-from proxy.errors import UnsupportedQueryError
+from proxy.errors import InvalidParameterValueError, UnsupportedQueryError
 from proxy.planning import (
     checked_epsilon,
     choose_contribution_bound,
@@ -223,12 +223,7 @@ class QueryService:
                 )
                 return StatementOutcome(f"SELECT {len(table.rows)}", table=table)
             case BudgetQuery(tree=tree):
-                table = self._budget(principal)
-                description, rows = self.postprocessor.run(
-                    tree.sql(dialect="duckdb"), table, name=BUDGET_TABLE
-                )
-                names = tuple(output_name(item) for item in tree.expressions)
-                return StatementOutcome(f"SELECT {len(rows)}", table=_typed_table(names, description, rows))
+                return self._answer_budget_query(tree, principal)
             case ShowStatement(name=name) if name.lower() == "veil.budget":
                 table = self._budget(principal)
                 return StatementOutcome("SHOW", table=table)
@@ -378,6 +373,23 @@ class QueryService:
                 hint="the budget for this answer is spent; check the expressions around the aggregates",
             ) from None
         return _typed_table(shape.output_names, description, rows)
+
+    def _answer_budget_query(self, tree: exp.Select, principal: Principal) -> StatementOutcome:
+        try:
+            description, rows = self.postprocessor.run(
+                tree.sql(dialect="duckdb"), self._budget(principal), name=BUDGET_TABLE
+            )
+        except duckdb.Error as error:  # the message can only quote this analyst's own budget
+            raise InvalidParameterValueError(
+                "could not answer the query on veil.budget", detail=str(error).splitlines()[0]
+            ) from None
+        starred = any(isinstance(item, exp.Star) or item.is_star for item in tree.expressions)
+        names = (
+            tuple(name for name, _ in description)  # * expands to the view's own column names
+            if starred
+            else tuple(output_name(item) for item in tree.expressions)
+        )
+        return StatementOutcome(f"SELECT {len(rows)}", table=_typed_table(names, description, rows))
 
     def _session_info(self, principal: Principal) -> SessionInfo:
         return SessionInfo(version=VERSION_STRING, user=principal.name, database=self.dataset.name)

@@ -89,11 +89,29 @@ def test_the_budget_view_shows_what_this_analyst_has_left_and_costs_nothing(
         "SELECT dataset, granted_epsilon, spent_epsilon, remaining_epsilon, accountant FROM veil.budget"
     ).fetchall()
     assert row == (DATASET, 0.5, pytest.approx(0.1), pytest.approx(0.4), "basic")
+    everything = connection.execute("SELECT * FROM veil.budget")
+    assert [column.name for column in everything.description or []][:4] == [
+        "dataset",
+        "granted_epsilon",
+        "spent_epsilon",
+        "remaining_epsilon",
+    ]
+    assert len(everything.fetchall()) == 1
     shown = connection.execute("SHOW veil.budget").fetchall()
     assert [r[0] for r in shown] == [DATASET]
     filtered = connection.execute("SELECT dataset FROM veil.budget WHERE remaining_epsilon > 100").fetchall()
     assert filtered == []
     assert admin.balance(analyst)["spent_epsilon"] == pytest.approx(0.1)
+
+
+def test_a_bad_comparison_on_the_budget_view_is_a_clear_error(admin: Admin, connect: Connect) -> None:
+    analyst = admin.add_analyst(0.5, prefix="viewer")
+    connection = connect(analyst)
+    with pytest.raises(
+        psycopg.errors.InvalidParameterValue, match=r"could not answer the query on veil\.budget"
+    ):
+        connection.execute("SELECT * FROM veil.budget WHERE remaining_epsilon = 'not a number'")
+    assert connection.execute("SELECT 1").fetchall() == [(1,)]
 
 
 def test_the_budget_view_cannot_be_joined_with_data(admin: Admin, connect: Connect) -> None:
