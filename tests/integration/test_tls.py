@@ -22,6 +22,7 @@ import pytest
 
 from tests.conftest import Admin, Demo, RunningServer, running_server
 from tests.integration.slow_dataset import with_server_settings
+from tests.tls_certificates import make_certificate
 
 SSL_REQUEST = struct.pack("!ii", 8, 80877103)
 PROTOCOL_3 = 196608
@@ -30,34 +31,7 @@ PROTOCOL_3 = 196608
 @pytest.fixture(scope="module")
 def certificate(demo: Demo) -> Path:
     """``tls/server.crt`` and ``tls/server.key`` in the demo directory (named relative to it in policies)."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("openssl is not installed: it makes the test certificate")
-    directory = demo.directory / "tls"
-    directory.mkdir(exist_ok=True)
-    subprocess.run(
-        [
-            openssl,
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            str(directory / "server.key"),
-            "-out",
-            str(directory / "server.crt"),
-            "-days",
-            "2",
-            "-subj",
-            "/CN=localhost",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return directory
+    return make_certificate(demo.directory / "tls")
 
 
 def tls_policy(demo: Demo, name: str, **server: Any) -> Path:
