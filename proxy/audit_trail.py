@@ -7,10 +7,15 @@ Refusals are audited too — they cost nothing but show what an analyst tried. A
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import queue
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from budget.audit import AuditEntry, Decision
+from budget.audit import AuditEntry, AuditLog, Decision
 from proxy.errors import ProxyError
 from proxy.query_service import StatementOutcome
 
@@ -79,3 +84,47 @@ class AuditTrail:
                 error=error,
             )
         )
+
+
+_Request = tuple[Sequence[AuditEntry], asyncio.AbstractEventLoop, "asyncio.Future[None]"]
+
+
+class AuditWriter:
+    """Appends each message's audit entries on a thread of its own; the session awaits the write, so
+    the rows are still committed before the client gets its answer.
+
+    ``asyncio.to_thread`` did the same, but its executor's bookkeeping made the hop a good part of a
+    ``SELECT 1``; a dedicated thread fed by a ``SimpleQueue``, answering with
+    ``call_soon_threadsafe``, is cheaper. One transaction per message, as before."""
+
+    def __init__(self, audit_log: AuditLog) -> None:
+        self._log = audit_log
+        self._requests: queue.SimpleQueue[_Request] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name="veil-audit", daemon=True).start()
+
+    async def append(self, entries: Sequence[AuditEntry]) -> None:
+        """Write ``entries`` in one transaction; raises what the write raised."""
+        loop = asyncio.get_running_loop()
+        written: asyncio.Future[None] = loop.create_future()
+        self._requests.put((entries, loop, written))
+        await written
+
+    def _serve(self) -> None:
+        while True:
+            entries, loop, written = self._requests.get()
+            error: BaseException | None = None
+            try:
+                self._log.append(*entries)
+            except Exception as failure:  # handed to the session, which reports it as before
+                error = failure
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the server stopped
+                loop.call_soon_threadsafe(_settle, written, error)
+
+
+def _settle(written: asyncio.Future[None], error: BaseException | None) -> None:
+    if written.cancelled():
+        return
+    if error is not None:
+        written.set_exception(error)
+    else:
+        written.set_result(None)

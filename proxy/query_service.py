@@ -394,6 +394,25 @@ class QueryService:
     def _session_info(self, principal: Principal) -> SessionInfo:
         return SessionInfo(version=VERSION_STRING, user=principal.name, database=self.dataset.name)
 
+    def answer_literals(self, tree: exp.Expression) -> StatementOutcome | None:
+        """``SELECT 1`` and other select lists of plain literals, answered without the sandbox engine,
+        or None for any other statement. Drivers and pools send such pings constantly; a trip through
+        a worker thread and DuckDB would cost far more than the answer. Nothing here blocks, so the
+        session may call it on the event loop. The values and types are those the sandbox gives."""
+        items = _literal_items(tree)
+        if items is None:
+            return None
+        statement = classify(tree, self.dataset)
+        if not isinstance(statement, ConstantQuery):
+            return None
+        columns = tuple(
+            ResultColumn(name, column_type)
+            for name, (column_type, _) in zip(statement.output_names, items, strict=True)
+        )
+        return StatementOutcome(
+            "SELECT 1", table=ReleasedTable(columns, [tuple(value for _, value in items)])
+        )
+
     def _answer_constant(self, query: ConstantQuery, *, principal: Principal) -> StatementOutcome:
         info = self._session_info(principal)
         sql = constant_query(query.tree, info=info).sql(dialect=self.sandbox.dialect)
@@ -434,6 +453,36 @@ _SAMPLE_VALUES: dict[ColumnType, object] = {
     ColumnType.DATE: datetime.date(2000, 1, 1),
     ColumnType.BOOLEAN: True,
 }
+
+
+_INT64_LIMIT = 2**63
+
+
+def _literal_items(tree: exp.Expression) -> list[tuple[ColumnType, object]] | None:
+    """(type, value) of each item of a ``SELECT`` of plain literals and nothing else (no FROM, no
+    LIMIT …), or None. Only what DuckDB types unambiguously: integers (INTEGER/BIGINT), strings
+    (VARCHAR) and booleans — decimals, NULL and escapes are left to the sandbox."""
+    if not isinstance(tree, exp.Select) or any(
+        value for key, value in tree.args.items() if key != "expressions"
+    ):
+        return None
+    items = []
+    for item in tree.expressions:
+        node = item.this if isinstance(item, exp.Alias) else item
+        if type(node) is exp.Boolean:
+            items.append((ColumnType.BOOLEAN, bool(node.this)))
+        elif type(node) is exp.Literal and node.is_string:
+            items.append((ColumnType.TEXT, node.this))
+        elif (
+            type(node) is exp.Literal
+            and node.this.isascii()
+            and node.this.isdigit()
+            and int(node.this) < _INT64_LIMIT
+        ):
+            items.append((ColumnType.INTEGER, int(node.this)))
+        else:
+            return None
+    return items or None
 
 
 def _release_options(shape: QueryShape, epsilon: float, settings: SessionSettings) -> dict[str, Any]:

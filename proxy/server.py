@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from mechanisms.random_source import secure_random_source
+from proxy.audit_trail import AuditWriter
 from proxy.backends import open_backend
 from proxy.backends.base import Backend
 from proxy.backends.duckdb import DuckDBBackend
@@ -57,6 +58,7 @@ def build_context(config: VeilConfig, *, environ: Mapping[str, str] = NO_ENVIRON
     return SessionContext(
         ledger=ledger,
         services=services,
+        audit=AuditWriter(ledger.audit_log),
         max_message_size=config.server.max_message_size,
         tls=tls,
         require_tls_for_remote=config.server.require_tls_for_remote,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from budget.ledger import Ledger
 from proxy.analysis.parameters import Tree, parameterized_statement
 from proxy.analysis.statements import DeallocateStatement, classify
-from proxy.audit_trail import AuditTrail
+from proxy.audit_trail import AuditTrail, AuditWriter
 from proxy.backends.interrupts import SESSION_INTERRUPTER, Interrupter
 from proxy.cancel_keys import CancelKeys
 from proxy.config import DEFAULT_MAX_MESSAGE_SIZE, ColumnType
@@ -41,6 +41,7 @@ from proxy.settings import SessionSettings
 from proxy.wire import messages as wire
 from proxy.wire import types as pgtypes
 from proxy.wire.errors import ScramAuthenticationError, WireProtocolError
+from proxy.wire.rows import text_data_rows
 from proxy.wire.scram import ScramServerExchange
 from proxy.wire.values import TEXT_FORMAT, encode_value
 
@@ -74,12 +75,13 @@ class _Attempt:
 
 @dataclass(frozen=True)
 class SessionContext:
-    """What every session shares: the ledger, one query service per dataset, the server's limits, its
-    TLS context (None: SSLRequest is answered 'N') and the keys that route a CancelRequest to the
-    session it names."""
+    """What every session shares: the ledger and its audit writer, one query service per dataset, the
+    server's limits, its TLS context (None: SSLRequest is answered 'N') and the keys that route a
+    CancelRequest to the session it names."""
 
     ledger: Ledger
     services: Mapping[str, QueryService]
+    audit: AuditWriter  # appends to the ledger's audit log, on a thread of its own
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     tls: ssl.SSLContext | None = None
     require_tls_for_remote: bool = False  # clients not on loopback must have negotiated TLS
@@ -259,16 +261,16 @@ class Session:
         described: StatementOutcome | None = None,
     ) -> StatementOutcome:
         """One statement through the pipeline, the same for both protocols: refused inside a failed
-        transaction block, run in a worker thread (unless Describe already ran it, for free), audited,
-        and the transaction status moved on."""
+        transaction block, run in a worker thread (unless Describe already ran it, for free, or it is
+        a select list of literals, answered on the event loop: ``SELECT 1`` is a driver's ping, and the
+        thread hop would cost more than the answer), audited, and the transaction status moved on."""
         tag = service.transaction_tag(tree)
         self._check_transaction(tag)
-        if described is None:
+        outcome = described if described is not None else service.answer_literals(tree)
+        if outcome is None:
             outcome = await asyncio.to_thread(
                 service.run, tree, principal=principal, settings=self.settings, text=statement
             )
-        else:
-            outcome = described
         self._drop_prepared(tree, outcome, service)
         audit.answered(statement, outcome)
         self.transaction_status = {"BEGIN": "T", "COMMIT": "I", "ROLLBACK": "I"}.get(
@@ -308,7 +310,7 @@ class Session:
     async def _record(self, audit: AuditTrail) -> None:
         entries = audit.entries(self.context.ledger.now())
         if entries:
-            await asyncio.to_thread(self.context.ledger.audit_log.append, *entries)
+            await self.context.audit.append(entries)
 
     def _end_of_batch(self) -> None:
         """Outside a transaction block each batch is its own transaction, and its portals end with it."""
@@ -594,7 +596,7 @@ def _data_rows(
 ) -> list[bytes]:
     """DataRows; all text unless Bind asked for binary columns."""
     if not formats or not any(formats):
-        return [wire.data_row([pgtypes.encode_text_value(value) for value in row]) for row in rows]
+        return [text_data_rows(rows)]
     oids = [TYPE_OIDS[column.type] for column in columns]
     return [
         wire.data_row(

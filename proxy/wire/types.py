@@ -109,6 +109,9 @@ def _float_text(value: float) -> str:
     and switches to exponent form from 1e15 (printf's %g rule with 15 digits), with at
     least two exponent digits ("1e+15", "1.5e-05"), and keeps the sign of zero.
     """
+    if 1e-4 <= abs(value) < 1e15:  # the common case, fast: repr is positional here, as is float8out
+        text = float.__repr__(value)  # not repr(): a float subclass (numpy's) prints its type name
+        return text[:-2] if text.endswith(".0") else text
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
@@ -124,6 +127,10 @@ def _float_text(value: float) -> str:
         mantissa = f"{mantissa[0]}.{mantissa[1:]}"
     sign = "-" if value < 0 else ""
     return f"{sign}{mantissa}e{leading_exponent:+03d}"
+
+
+float_text: Final[Callable[[float], str]] = _float_text
+"""float8out's text of a float (for the batch row encoder in ``rows.py``)."""
 
 
 def _numeric_text(value: Decimal) -> str:

@@ -1,0 +1,60 @@
+"""The audit writer commits a message's entries before ``append`` returns, and reports a failure."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from budget.audit import AuditEntry, AuditLog, Decision
+from budget.ledger import Ledger
+from proxy.audit_trail import AuditWriter
+
+
+def entry(statement: str) -> AuditEntry:
+    return AuditEntry(
+        at=datetime(2026, 1, 1, tzinfo=UTC),
+        analyst="ana",
+        client="127.0.0.1:1",
+        dataset="demo",
+        statement=statement,
+        decision=Decision.ANSWERED,
+    )
+
+
+class BrokenLog(AuditLog):
+    """Fails every append, as a full disk would."""
+
+    def __init__(self) -> None:
+        pass
+
+    def append(self, *entries: AuditEntry) -> None:
+        raise OSError("disk I/O error")
+
+
+def test_entries_are_written_when_append_returns(tmp_path: Path) -> None:
+    ledger = Ledger.create(tmp_path / "ledger.sqlite")
+    writer = AuditWriter(ledger.audit_log)
+
+    async def session(name: str) -> None:
+        for number in range(5):
+            statement = f"SELECT {number} -- {name}"
+            await writer.append([entry(statement)])
+            assert statement in [e.statement for e in ledger.audit_log.entries()]
+
+    async def sessions() -> None:
+        await asyncio.gather(session("a"), session("b"))
+
+    asyncio.run(sessions())
+    statements = [e.statement for e in ledger.audit_log.entries()]
+    assert sorted(statements) == sorted(f"SELECT {n} -- {name}" for n in range(5) for name in "ab")
+
+
+def test_a_failed_write_reaches_the_session_and_the_writer_goes_on(tmp_path: Path) -> None:
+    broken = AuditWriter(BrokenLog())
+    with pytest.raises(OSError, match="disk I/O error"):
+        asyncio.run(broken.append([entry("SELECT 1")]))
+    with pytest.raises(OSError, match="disk I/O error"):
+        asyncio.run(broken.append([entry("SELECT 2")]))
