@@ -510,13 +510,23 @@ def _typed_table(
         ResultColumn(name, _ENGINE_TYPES.get(type_name, _decimal_or_text(type_name)))
         for name, (_, type_name) in zip(names, description, strict=True)
     )
-    return ReleasedTable(columns, [_plain(row) for row in rows])
+    decimals = [i for i, (_, type_name) in enumerate(description) if _is_decimal(type_name)]
+    return ReleasedTable(columns, [_plain(row, decimals) for row in rows] if decimals else list(rows))
+
+
+def _is_decimal(type_name: str) -> bool:
+    return type_name.startswith("DECIMAL") or type_name == "numeric"
 
 
 def _decimal_or_text(type_name: str) -> ColumnType:
     return ColumnType.REAL if type_name.startswith("DECIMAL") else ColumnType.TEXT
 
 
-def _plain(row: tuple[object, ...]) -> tuple[object, ...]:
-    """Decimals from the sandbox become floats; everything else passes through."""
-    return tuple(float(value) if isinstance(value, Decimal) else value for value in row)
+def _plain(row: tuple[object, ...], decimals: list[int]) -> tuple[object, ...]:
+    """Decimals (DuckDB DECIMAL, PostgreSQL numeric) become floats; only those columns are looked at,
+    so a large result of other types passes through untouched."""
+    values = list(row)
+    for i in decimals:
+        if isinstance(values[i], Decimal):
+            values[i] = float(values[i])  # type: ignore[arg-type]
+    return tuple(values)
