@@ -66,6 +66,7 @@ from proxy.release.postprocess import PostprocessEngine
 from proxy.release.stored import decode_table, encode_table
 from proxy.rewrite.session_info import SessionInfo, constant_query
 from proxy.settings import SETTINGS, SETTINGS_BY_NAME, SessionSettings, lookup
+from proxy.wire import types as pgtypes
 
 log = logging.getLogger("veil.query")
 
@@ -406,8 +407,8 @@ class QueryService:
         if not isinstance(statement, ConstantQuery):
             return None
         columns = tuple(
-            ResultColumn(name, column_type)
-            for name, (column_type, _) in zip(statement.output_names, items, strict=True)
+            ResultColumn(name, column_type, _literal_oid(value))
+            for name, (column_type, value) in zip(statement.output_names, items, strict=True)
         )
         return StatementOutcome(
             "SELECT 1", table=ReleasedTable(columns, [tuple(value for _, value in items)])
@@ -507,11 +508,30 @@ def _typed_table(
 ) -> ReleasedTable:
     """Columns named as PostgreSQL would name them, typed from the sandbox engine's result."""
     columns = tuple(
-        ResultColumn(name, _ENGINE_TYPES.get(type_name, _decimal_or_text(type_name)))
+        ResultColumn(
+            name, _ENGINE_TYPES.get(type_name, _decimal_or_text(type_name)), _NARROW_TYPES.get(type_name)
+        )
         for name, (_, type_name) in zip(names, description, strict=True)
     )
     decimals = [i for i, (_, type_name) in enumerate(description) if _is_decimal(type_name)]
     return ReleasedTable(columns, [_plain(row, decimals) for row in rows] if decimals else list(rows))
+
+
+# Engine integer types narrower than int8, sent as PostgreSQL sends them (node-postgres, for one, turns
+# int8 into a JavaScript string but int4 into a number).
+_NARROW_TYPES = {
+    "INTEGER": pgtypes.INT4,
+    "int4": pgtypes.INT4,
+    "SMALLINT": pgtypes.INT2,
+    "int2": pgtypes.INT2,
+}
+
+
+def _literal_oid(value: object) -> int | None:
+    """PostgreSQL types an integer literal int4 when it fits, else int8."""
+    if isinstance(value, int) and not isinstance(value, bool) and -(2**31) <= value < 2**31:
+        return pgtypes.INT4
+    return None
 
 
 def _is_decimal(type_name: str) -> bool:

@@ -582,7 +582,7 @@ def _row_description(columns: Sequence[ResultColumn] | None, formats: Sequence[i
     codes = formats or [TEXT_FORMAT] * len(columns)
     fields = []
     for column, code in zip(columns, codes, strict=True):
-        oid = TYPE_OIDS[column.type]
+        oid = column.type_oid or TYPE_OIDS[column.type]
         fields.append(
             wire.FieldDescription(
                 name=column.name, type_oid=oid, type_size=pgtypes.TYPE_SIZES[oid], format_code=code
@@ -597,7 +597,7 @@ def _data_rows(
     """DataRows; all text unless Bind asked for binary columns."""
     if not formats or not any(formats):
         return [text_data_rows(rows)]
-    oids = [TYPE_OIDS[column.type] for column in columns]
+    oids = [column.type_oid or TYPE_OIDS[column.type] for column in columns]
     return [
         wire.data_row(
             [encode_value(oid, code, value) for oid, code, value in zip(oids, formats, row, strict=True)]

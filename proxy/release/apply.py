@@ -35,6 +35,7 @@ Cell = tuple[object, ...]
 class ResultColumn:
     name: str
     type: ColumnType
+    type_oid: int | None = None  # a narrower PostgreSQL type than the column type's (int4 for `SELECT 1`)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from tests.conftest import Admin, Analyst, Demo, RunningServer
 from tests.unit.wire.test_wire_scram import Client as ScramClient
 
 PROTOCOL_3 = 196608
-INT8, TEXT = 20, 25
+INT4, INT8, TEXT = 23, 20, 25
 Message = tuple[bytes, bytes]
 
 
@@ -171,7 +171,7 @@ def test_a_parameterized_query_is_answered_in_protocol_order(client: WireClient)
     client.send(parse("SELECT $1::int + 1 AS n"), bind((b"41",)), describe("P"), execute(), SYNC)
     answer = client.until(b"Z")
     assert types_of(answer) == "12TDCZ"
-    assert columns(answer[2]) == [("n", INT8, 0)]
+    assert columns(answer[2]) == [("n", INT4, 0)]  # int + int is int4, as PostgreSQL types it
     assert row(answer[3]) == [b"42"]
     assert command_tag(answer[4]) == "SELECT 1"
 
