@@ -164,9 +164,10 @@ class QueryService:
         return tree.sql(dialect="postgres")
 
     def transaction_tag(self, tree: exp.Expression) -> str | None:
-        """BEGIN/COMMIT/ROLLBACK, so the session can track the transaction status it reports."""
+        """BEGIN/COMMIT/ROLLBACK/ROLLBACK TO SAVEPOINT…, so the session can track the transaction
+        status it reports."""
         statement = classify_transaction(tree)
-        return statement.tag if statement is not None else None
+        return statement.transition if statement is not None else None
 
     def run(
         self,

@@ -57,7 +57,9 @@ TYPE_OIDS = {
 }
 FLUSH_THRESHOLD = 1 << 18
 """Extended-protocol output waits for Sync or Flush, as PostgreSQL's does, unless it grows past this."""
-TRANSACTION_ENDS = ("COMMIT", "ROLLBACK")
+TRANSACTION_ENDS = ("COMMIT", "ROLLBACK", "ROLLBACK TO SAVEPOINT")  # also allowed in a failed block
+# How each transaction statement moves the status in ReadyForQuery: idle, in a block, failed block.
+_TRANSITIONS = {"BEGIN": "T", "COMMIT": "I", "ROLLBACK": "I"}
 
 
 class ClientGone(Exception):
@@ -273,10 +275,15 @@ class Session:
             )
         self._drop_prepared(tree, outcome, service)
         audit.answered(statement, outcome)
-        self.transaction_status = {"BEGIN": "T", "COMMIT": "I", "ROLLBACK": "I"}.get(
-            tag or "", self.transaction_status
-        )
+        self.transaction_status = self._next_status(tag)
         return outcome
+
+    def _next_status(self, tag: str | None) -> str:
+        """ROLLBACK TO SAVEPOINT clears a failed block but stays in it (and outside a block, where
+        PostgreSQL would refuse it, changes nothing)."""
+        if tag == "ROLLBACK TO SAVEPOINT":
+            return "I" if self.transaction_status == "I" else "T"
+        return _TRANSITIONS.get(tag or "", self.transaction_status)
 
     def _check_transaction(self, tag: str | None) -> None:
         if self.transaction_status == "E" and tag not in TRANSACTION_ENDS:

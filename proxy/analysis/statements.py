@@ -41,6 +41,12 @@ class TransactionStatement:
     """BEGIN/COMMIT/ROLLBACK: accepted as no-ops — Veil is read-only, so there is nothing to undo."""
 
     tag: str
+    to_savepoint: bool = False  # ROLLBACK TO SAVEPOINT: its tag is ROLLBACK, but the block goes on
+
+    @property
+    def transition(self) -> str:
+        """What the session's transaction status follows (the tag alone cannot tell the rollbacks apart)."""
+        return "ROLLBACK TO SAVEPOINT" if self.to_savepoint else self.tag
 
 
 @dataclass(frozen=True)
@@ -117,7 +123,7 @@ def classify_transaction(tree: exp.Expression) -> TransactionStatement | None:
     if isinstance(tree, exp.Commit):
         return TransactionStatement("COMMIT")
     if isinstance(tree, exp.Rollback):
-        return TransactionStatement("ROLLBACK")  # also ROLLBACK TO SAVEPOINT, whose tag is ROLLBACK too
+        return TransactionStatement("ROLLBACK", to_savepoint=tree.args.get("savepoint") is not None)
     if isinstance(tree, exp.Command) and str(tree.this).upper() in ("SAVEPOINT", "RELEASE"):
         return TransactionStatement(str(tree.this).upper())  # nothing to undo: a name is all they need
     return None

@@ -96,17 +96,18 @@ def test_a_dataset_table_named_like_a_catalog_keeps_its_privacy() -> None:
 
 
 @pytest.mark.parametrize(
-    ("sql", "tag"),
+    ("sql", "expected"),
     [
-        ('SAVEPOINT "_pg3_1"', "SAVEPOINT"),
-        ('RELEASE "_pg3_1"', "RELEASE"),
-        ("RELEASE SAVEPOINT sp", "RELEASE"),
-        ("ROLLBACK TO SAVEPOINT sp", "ROLLBACK"),
+        ('SAVEPOINT "_pg3_1"', TransactionStatement("SAVEPOINT")),
+        ('RELEASE "_pg3_1"', TransactionStatement("RELEASE")),
+        ("RELEASE SAVEPOINT sp", TransactionStatement("RELEASE")),
+        ("ROLLBACK TO SAVEPOINT sp", TransactionStatement("ROLLBACK", to_savepoint=True)),
+        ("ROLLBACK", TransactionStatement("ROLLBACK")),
     ],
 )
-def test_savepoints_are_transaction_statements(sql: str, tag: str) -> None:
+def test_savepoints_are_transaction_statements(sql: str, expected: TransactionStatement) -> None:
     (tree,) = parse_statements(sql)
-    assert classify_transaction(tree) == TransactionStatement(tag)
+    assert classify_transaction(tree) == expected
 
 
 def test_show_transaction_isolation_level_is_the_setting() -> None:
