@@ -148,3 +148,79 @@ def test_clients_on_other_hosts_must_use_tls(demo: Demo, certificate: Path) -> N
         assert "sslmode=require" in str(raised.value)
         with connect(server, "require") as connection:
             assert connection.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_psycopg2_connects_with_tls(tls_server: RunningServer) -> None:
+    import psycopg2
+
+    connection = psycopg2.connect(tls_server.conninfo(), sslmode="require")
+    try:
+        assert connection.info.ssl_in_use
+        cursor = connection.cursor()
+        cursor.execute("SELECT COUNT(*) FROM visits WHERE cost > %s", (10,))  # interpolated by psycopg2
+        assert isinstance(cursor.fetchone()[0], int)
+    finally:
+        connection.close()
+
+
+def test_asyncpg_connects_with_tls_and_binds_parameters(
+    tls_server: RunningServer, veil_server: RunningServer
+) -> None:
+    """asyncpg given an SSL context insists on TLS: the same client is refused by a server without a
+    certificate, so an answer from the TLS server came over TLS."""
+    import asyncio
+    import ssl
+
+    import asyncpg
+
+    async def count_over_tls(server: RunningServer) -> int:
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = (
+            False,
+            ssl.CERT_NONE,
+        )  # self-signed, like sslmode=require
+        connection = await asyncpg.connect(
+            host=server.host, port=server.port, user="alice", password="veil-demo", database="demo",
+            ssl=context,
+        )  # fmt: skip
+        try:
+            return int(await connection.fetchval("SELECT COUNT(*) FROM visits WHERE cost > $1", 10.0))
+        finally:
+            await connection.close()
+
+    assert asyncio.run(count_over_tls(tls_server)) > 0
+    with pytest.raises((ConnectionError, OSError, asyncpg.PostgresError)):
+        asyncio.run(count_over_tls(veil_server))
+
+
+def test_pg8000_connects_with_tls(tls_server: RunningServer) -> None:
+    import ssl
+
+    import pg8000.native
+
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    connection = pg8000.native.Connection(
+        "alice", host=tls_server.host, port=tls_server.port, database="demo", password="veil-demo",
+        ssl_context=context,
+    )  # fmt: skip
+    try:
+        ((count,),) = connection.run("SELECT COUNT(*) FROM visits WHERE cost > :c", c=10)
+        assert isinstance(count, int)
+    finally:
+        connection.close()
+
+
+def test_sqlalchemy_and_pandas_read_sql_over_tls(tls_server: RunningServer) -> None:
+    import pandas as pd
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(
+        f"postgresql+psycopg://alice:veil-demo@{tls_server.host}:{tls_server.port}/demo?sslmode=require"
+    )
+    try:
+        frame = pd.read_sql("SELECT region, COUNT(*) AS n FROM visits GROUP BY region", engine)
+        assert list(frame.columns) == ["region", "n"] and len(frame) > 0
+        assert "visits" in sqlalchemy.inspect(engine).get_table_names()
+    finally:
+        engine.dispose()
