@@ -35,6 +35,7 @@ DEFAULT_EPSILON = 0.1
 DEFAULT_MAX_EPSILON = 1.0
 DEFAULT_PORT = 5433
 DEFAULT_MAX_MESSAGE_SIZE = 1 << 20  # bytes; larger protocol messages close the connection (08P01)
+DEFAULT_AUTHENTICATION_TIMEOUT_S = 60.0  # PostgreSQL's authentication_timeout
 MIN_MAX_MESSAGE_SIZE = 1024  # below this, ordinary startup packets and queries would not fit
 DUCKDB = "duckdb"
 POSTGRES = "postgres"
@@ -157,6 +158,7 @@ class ServerSettings:
     port: int = DEFAULT_PORT
     max_connections: int = 200
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    authentication_timeout_s: float = DEFAULT_AUTHENTICATION_TIMEOUT_S
     statement_timeout_ms: int | None = None
     tls_cert: Path | None = None
     tls_key: Path | None = None
@@ -467,6 +469,11 @@ def _postgres_keys(reader: _Reader) -> dict[str, Any]:
     pool_size = reader.get("pool_size", int, DEFAULT_POOL_SIZE)
     if pool_size < 1:
         raise reader.fail("pool_size", "must be a positive integer (connections kept open to PostgreSQL)")
+    authentication_timeout = float(
+        reader.get("authentication_timeout_s", (int, float), DEFAULT_AUTHENTICATION_TIMEOUT_S)
+    )
+    if not 0 < authentication_timeout <= 600:
+        raise reader.fail("authentication_timeout_s", "must be a number of seconds in (0, 600]")
     timeout = reader.get("statement_timeout_ms", int)
     if timeout is not None and timeout < 1:
         raise reader.fail(
@@ -574,6 +581,7 @@ def _server(reader: _Reader, base: Path) -> ServerSettings:
             "port",
             "max_connections",
             "max_message_size",
+            "authentication_timeout_s",
             "statement_timeout_ms",
             "tls_cert",
             "tls_key",
@@ -589,6 +597,11 @@ def _server(reader: _Reader, base: Path) -> ServerSettings:
     max_message_size = reader.get("max_message_size", int, DEFAULT_MAX_MESSAGE_SIZE)
     if max_message_size < MIN_MAX_MESSAGE_SIZE:
         raise reader.fail("max_message_size", f"must be at least {MIN_MAX_MESSAGE_SIZE} (bytes)")
+    authentication_timeout = float(
+        reader.get("authentication_timeout_s", (int, float), DEFAULT_AUTHENTICATION_TIMEOUT_S)
+    )
+    if not 0 < authentication_timeout <= 600:
+        raise reader.fail("authentication_timeout_s", "must be a number of seconds in (0, 600]")
     timeout = reader.get("statement_timeout_ms", int)
     if timeout is not None and timeout < 1:
         raise reader.fail(
@@ -610,6 +623,7 @@ def _server(reader: _Reader, base: Path) -> ServerSettings:
         port=port,
         max_connections=max_connections,
         max_message_size=max_message_size,
+        authentication_timeout_s=authentication_timeout,
         statement_timeout_ms=timeout,
         tls_cert=cert,
         tls_key=key,

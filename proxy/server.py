@@ -60,6 +60,7 @@ def build_context(config: VeilConfig, *, environ: Mapping[str, str] = NO_ENVIRON
         services=services,
         audit=AuditWriter(ledger.audit_log),
         max_message_size=config.server.max_message_size,
+        authentication_timeout=config.server.authentication_timeout_s,
         tls=tls,
         require_tls_for_remote=config.server.require_tls_for_remote,
     )

@@ -23,13 +23,14 @@ from proxy.analysis.statements import DeallocateStatement, classify
 from proxy.audit_trail import AuditTrail, AuditWriter
 from proxy.backends.interrupts import SESSION_INTERRUPTER, Interrupter
 from proxy.cancel_keys import CancelKeys
-from proxy.config import DEFAULT_MAX_MESSAGE_SIZE, ColumnType
+from proxy.config import DEFAULT_AUTHENTICATION_TIMEOUT_S, DEFAULT_MAX_MESSAGE_SIZE, ColumnType
 from proxy.errors import (
     AuthenticationFailedError,
     InFailedTransactionError,
     MissingUserError,
     ProtocolViolationError,
     ProxyError,
+    QueryCanceledError,
     TlsRequiredError,
     UnknownDatabaseError,
     as_proxy_error,
@@ -85,6 +86,7 @@ class SessionContext:
     services: Mapping[str, QueryService]
     audit: AuditWriter  # appends to the ledger's audit log, on a thread of its own
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    authentication_timeout: float = DEFAULT_AUTHENTICATION_TIMEOUT_S  # seconds from connect to logged in
     tls: ssl.SSLContext | None = None
     require_tls_for_remote: bool = False  # clients not on loopback must have negotiated TLS
     cancel_keys: CancelKeys = field(default_factory=CancelKeys)
@@ -132,14 +134,15 @@ class Session:
             self.writer.close()
 
     async def _converse(self) -> None:
-        startup = await self._startup()
-        if startup is None:
+        try:
+            logged_in = await asyncio.wait_for(self._log_in(), self.context.authentication_timeout)
+        except TimeoutError:
+            log.warning("authentication timed out peer=%s", self.peer)
+            raise QueryCanceledError("canceling authentication due to timeout") from None
+        if logged_in is None:
             return
-        user = startup.parameters.get("user", "")
-        if not user:
-            raise MissingUserError("no PostgreSQL user name specified in startup packet")
-        principal = await self._authenticate(user)
-        database = startup.parameters.get("database") or user
+        startup, principal = logged_in
+        database = startup.parameters.get("database") or startup.parameters["user"]
         service = self.context.services.get(database)
         if service is None:
             raise UnknownDatabaseError(
@@ -150,6 +153,17 @@ class Session:
         self._send_ready_state(principal.name)
         log.info("session started peer=%s analyst=%s dataset=%s", self.peer, principal.name, database)
         await self._query_loop(service, principal)
+
+    async def _log_in(self) -> tuple[wire.StartupMessage, Principal] | None:
+        """Startup and SCRAM, bounded by the authentication timeout: a client that connects and says
+        nothing must not hold a connection slot for ever. None: the connection carried a CancelRequest."""
+        startup = await self._startup()
+        if startup is None:
+            return None
+        user = startup.parameters.get("user", "")
+        if not user:
+            raise MissingUserError("no PostgreSQL user name specified in startup packet")
+        return startup, await self._authenticate(user)
 
     async def _startup(self) -> wire.StartupMessage | None:
         """Negotiate encryption, then return the StartupMessage — or None when the connection carried
