@@ -27,6 +27,11 @@ def test_defaults_limit_messages_to_one_mebibyte_without_tls_or_timeout(tmp_path
     assert (settings.tls_cert, settings.tls_key, settings.require_tls_for_remote) == (None, None, False)
 
 
+def test_the_authentication_timeout_defaults_to_postgresqls_and_takes_fractions(tmp_path: Path) -> None:
+    assert server(tmp_path).authentication_timeout_s == 60.0
+    assert server(tmp_path, authentication_timeout_s=2.5).authentication_timeout_s == 2.5
+
+
 def test_tls_files_are_relative_to_the_policy_file(tmp_path: Path) -> None:
     settings = server(tmp_path, tls_cert="tls/server.crt", tls_key="/etc/veil/server.key")
     assert settings.tls_cert == tmp_path / "tls" / "server.crt"
@@ -44,6 +49,9 @@ def test_tls_files_are_relative_to_the_policy_file(tmp_path: Path) -> None:
         ({"max_message_size": 100}, "server.max_message_size: must be at least 1024"),
         ({"statement_timeout_ms": 0}, "server.statement_timeout_ms: must be a positive integer"),
         ({"max_connections": 0}, "server.max_connections: must be a positive integer"),
+        ({"authentication_timeout_s": 0}, r"server.authentication_timeout_s: must be a number of seconds"),
+        ({"authentication_timeout_s": 601}, r"server.authentication_timeout_s: must be a number of seconds"),
+        ({"authentication_timeout_s": "1"}, r"server.authentication_timeout_s: must be"),
     ],
 )
 def test_rejects_invalid_server_keys(tmp_path: Path, keys: dict[str, Any], message: str) -> None:
