@@ -48,6 +48,17 @@ REQUIRE_POSTGRES_VARIABLE = "VEIL_REQUIRE_POSTGRES"
 POSTGRES_DSN_VARIABLE = "VEIL_TEST_POSTGRES_DSN"
 
 
+REQUIRE_CLIENTS_VARIABLE = "VEIL_REQUIRE_CLIENTS"
+
+
+def missing(reason: str) -> None:
+    """Skip because a tool the test drives (a client, psql, openssl…) is missing — or fail, when
+    ``VEIL_REQUIRE_CLIENTS=1`` (CI sets it), so that CI cannot pass by skipping."""
+    if os.environ.get(REQUIRE_CLIENTS_VARIABLE) == "1":
+        pytest.fail(f"{REQUIRE_CLIENTS_VARIABLE}=1 but {reason}", pytrace=False)
+    pytest.skip(f"{reason}; set {REQUIRE_CLIENTS_VARIABLE}=1 to make this an error")
+
+
 def veil_command() -> list[str]:
     """The installed console script next to this interpreter (the venv's ``veil``)."""
     script = Path(sys.executable).with_name("veil")

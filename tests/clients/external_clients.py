@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -31,19 +30,11 @@ from tests.conftest import DATASET, Admin, Analyst, Demo, RunningServer, running
 from tests.integration.slow_dataset import SLOW_QUERY, build_slow_dataset, with_server_settings
 from tests.tls_certificates import make_certificate
 
-REQUIRE_CLIENTS_VARIABLE = "VEIL_REQUIRE_CLIENTS"
 TRANSPORTS = ["tcp", "tls"]
 EPSILON = 1.0
 NOISE_BOUND = math.log(1e6) / EPSILON  # a count's noise exceeds this with probability below 1e-6
 MIN_AGE = 40
 SCENARIO_TIMEOUT = 60.0
-
-
-def missing(reason: str) -> None:
-    """Skip with ``reason`` — or fail, when ``VEIL_REQUIRE_CLIENTS=1``."""
-    if os.environ.get(REQUIRE_CLIENTS_VARIABLE) == "1":
-        pytest.fail(f"{REQUIRE_CLIENTS_VARIABLE}=1 but {reason}", pytrace=False)
-    pytest.skip(f"{reason}; set {REQUIRE_CLIENTS_VARIABLE}=1 to make this an error")
 
 
 @dataclass(frozen=True)

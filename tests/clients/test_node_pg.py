@@ -24,14 +24,13 @@ from tests.clients.external_clients import (
     Target,
     certificate,
     check_common_steps,
-    missing,
     run_scenario,
     slow_target,
     target_for,
     tls_server,
     visits_columns,
 )
-from tests.conftest import Admin, Analyst, Demo, RunningServer
+from tests.conftest import Admin, Analyst, Demo, RunningServer, missing
 
 __all__ = ["certificate", "slow_target", "tls_server"]  # fixtures used by name
 

@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.conftest import Admin, Demo, RunningServer, running_server
+from tests.conftest import Admin, Demo, RunningServer, missing, running_server
 from tests.integration.slow_dataset import with_server_settings
 from tests.tls_certificates import make_certificate
 
@@ -70,7 +70,7 @@ def test_psycopg_connects_with_tls_and_gets_dp_answers(tls_server: RunningServer
 def test_psql_connects_with_sslmode_require(tls_server: RunningServer) -> None:
     psql = shutil.which("psql")
     if psql is None:
-        pytest.skip("psql is not installed")
+        missing("psql is not installed")
     result = subprocess.run(
         [psql, f"{tls_server.url()}?sslmode=require", "-X", "-c", r"\conninfo", "-c", "SELECT 1"],
         env={**os.environ, "PGPASSWORD": "veil-demo", "PGCONNECT_TIMEOUT": "10"},
@@ -138,7 +138,7 @@ def non_loopback_address() -> str | None:
 def test_clients_on_other_hosts_must_use_tls(demo: Demo, certificate: Path) -> None:
     address = non_loopback_address()
     if address is None:
-        pytest.skip("this host has no address but loopback")
+        missing("this host has no address but loopback")
     config = tls_policy(demo, "tls-remote.toml", host=address)
     with running_server(config, demo.directory / "tls-remote.log") as server:
         with pytest.raises(
