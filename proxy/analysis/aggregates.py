@@ -91,18 +91,21 @@ class Aggregate:
 
     @property
     def label(self) -> str:
-        if self.kind is AggregateKind.QUANTILE:
-            assert self.column is not None
-            return f"quantile({self.column.name}, {float(self.q or 0):g})"
-        if self.kind is AggregateKind.MODE:
-            assert self.column is not None
-            return f"mode({self.column.name})"
+        if self.kind in (AggregateKind.QUANTILE, AggregateKind.MODE):
+            return selection_label(self.kind.value, self.column, self.q)
         if self.kind is AggregateKind.COUNT_ROWS:
             return "count(*)"
         if self.kind is AggregateKind.COUNT_UNITS:
             return "count(distinct unit)"
         assert self.column is not None
         return f"{self.kind.value}({self.column.name})"
+
+
+def selection_label(kind: str, column: AggregateInput | None, q: Fraction | None) -> str:
+    """``quantile(col, 0.5)`` or ``mode(col)``: how aggregates and their measured quantities are named
+    in plans, ``veil explain`` and notices."""
+    assert column is not None
+    return f"quantile({column.name}, {float(q or 0):g})" if kind == "quantile" else f"mode({column.name})"
 
 
 _QUANTILES: dict[type[exp.Expression], Fraction] = {

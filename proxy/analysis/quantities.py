@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
 
-from proxy.analysis.aggregates import Aggregate, AggregateInput, AggregateKind
+from proxy.analysis.aggregates import Aggregate, AggregateInput, AggregateKind, selection_label
 from proxy.analysis.shape import QueryShape
 
 
@@ -38,12 +38,8 @@ class Quantity:
 
     @property
     def label(self) -> str:
-        if self.kind is QuantityKind.QUANTILE:
-            assert self.column is not None
-            return f"quantile({self.column.name}, {float(self.q or 0):g})"
-        if self.kind is QuantityKind.MODE:
-            assert self.column is not None
-            return f"mode({self.column.name})"
+        if self.kind.selected:
+            return selection_label(self.kind.value, self.column, self.q)
         if self.kind is QuantityKind.ROWS:
             return "count(*)"
         if self.kind is QuantityKind.UNITS:
