@@ -235,3 +235,96 @@ def suppression_hierarchy(attribute: str, values: Iterable[str]) -> Hierarchy:
     """Raw value or ``*``: the hierarchy of a categorical column that has no file."""
     distinct = tuple(sorted(set(values)))
     return Hierarchy(attribute, (distinct, tuple(ROOT for _ in distinct)))
+
+
+AUTO_INTERVAL_BUCKETS = 20  # the first level of an automatic interval hierarchy has about this many buckets
+
+
+def auto_widths(values: Sequence[float]) -> tuple[float, ...]:
+    """Interval widths for a numeric column without a hierarchy: a round first width, then doubling.
+
+    The first width is the 1-2-5 number nearest to range/20 (ages 17..90 → 5), so the first level keeps
+    about twenty buckets; each further level doubles the width until one interval holds the whole range,
+    after which only the root is left. Doubling keeps the intervals nested (a tree).
+    """
+    low, high = min(values), max(values)
+    span = float(high - low)
+    if span <= 0:
+        return (1.0,)
+    width = _nice_number(span / AUTO_INTERVAL_BUCKETS)
+    if all(float(v).is_integer() for v in values):
+        width = max(2.0, round(width))  # width 1 on integers would repeat the raw level
+    widths = [width]
+    while math.floor(low / widths[-1]) != math.floor(high / widths[-1]):
+        widths.append(widths[-1] * 2)
+    return tuple(widths[:-1] or widths)
+
+
+def _nice_number(target: float) -> float:
+    exponent = math.floor(math.log10(target))
+    candidates = [m * 10.0**e for e in (exponent, exponent + 1) for m in (1, 2, 5)]
+    return min(candidates, key=lambda c: abs(math.log(c / target)))
+
+
+def hierarchy_from_spec(attribute: str, spec: str | None, values: Sequence[object]) -> Hierarchy:
+    """The hierarchy a command-line spec names, built over the column's distinct ``values``.
+
+    ``spec``: a path to an ARX CSV file; ``interval:5,10,20`` (optionally ``;top=80;bottom=18``);
+    ``date``; ``suppress``; or ``None`` for the default — intervals with :func:`auto_widths` for numbers,
+    day/month/year for dates, ``*`` suppression for anything else.
+    """
+    if spec is None:
+        return _default_hierarchy(attribute, values)
+    if spec == "suppress":
+        return suppression_hierarchy(attribute, (str(v) for v in values))
+    if spec == "date":
+        return date_hierarchy(attribute, _dates(attribute, values))
+    if spec.startswith("interval:"):
+        widths, coding = _interval_spec(attribute, spec.removeprefix("interval:"))
+        return interval_hierarchy(attribute, _numbers(attribute, values), widths, **coding)
+    return load_arx_hierarchy(Path(spec), attribute)
+
+
+def _default_hierarchy(attribute: str, values: Sequence[object]) -> Hierarchy:
+    if values and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        numbers = _numbers(attribute, values)
+        return interval_hierarchy(attribute, numbers, auto_widths(numbers))
+    if values and all(isinstance(v, date) for v in values):
+        return date_hierarchy(attribute, _dates(attribute, values))
+    return suppression_hierarchy(attribute, (str(v) for v in values))
+
+
+def _interval_spec(attribute: str, text: str) -> tuple[tuple[float, ...], dict[str, float]]:
+    widths_text, *options = text.split(";")
+    try:
+        widths = tuple(float(w) for w in widths_text.split(","))
+        coding = {name.strip(): float(value) for name, value in (o.split("=", 1) for o in options)}
+    except ValueError:
+        raise HierarchyError(
+            f"cannot read the interval hierarchy of {attribute}: {text!r}",
+            hint="write e.g. interval:5,10,20 or interval:5,10,20;top=80;bottom=18",
+        ) from None
+    unknown = set(coding) - {"top", "bottom"}
+    if unknown:
+        raise HierarchyError(
+            f"unknown interval option {sorted(unknown)[0]!r} for {attribute}: use top= or bottom="
+        )
+    return widths, coding
+
+
+def _numbers(attribute: str, values: Sequence[object]) -> list[float]:
+    try:
+        return [float(v) for v in values]  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise HierarchyError(
+            f"{attribute} has non-numeric values; an interval hierarchy needs numbers"
+        ) from None
+
+
+def _dates(attribute: str, values: Sequence[object]) -> list[date]:
+    try:
+        return [v if isinstance(v, date) else date.fromisoformat(str(v)) for v in values]
+    except ValueError:
+        raise HierarchyError(
+            f"{attribute} has values that are not dates; a date hierarchy needs dates"
+        ) from None
