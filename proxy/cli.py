@@ -3,8 +3,8 @@
 Domain errors become one clear line (and a hint) at this edge; nothing below knows about click.
 Secrets come only from prompts, stdin or environment variables read here.
 
-Commands that print data print an aligned table, or JSON with ``--json`` (``veil audit`` also CSV);
-the key names of the JSON are the column names of the tables.
+Tables and JSON come from proxy/cli_support.py (``veil audit`` also prints CSV); ``veil materialize``
+and ``veil risk`` live in proxy/materialize_cli.py.
 """
 
 from __future__ import annotations
@@ -12,31 +12,27 @@ from __future__ import annotations
 import csv
 import dataclasses
 import datetime
-import enum
 import io
 import json
 import logging
 import math
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 import click
 
-from budget.errors import BudgetError, InvalidBudgetError, UnknownAnalystError
+from budget.errors import InvalidBudgetError, UnknownAnalystError
 from budget.ledger import RENEWALS, Balance, DatasetCap, Ledger, check_name
 from budget.loss import PrivacyLoss
 from proxy import __version__
+from proxy.cli_support import Column, as_records, echo_json, emit, emit_one, friendly_errors, print_table
 from proxy.config import POSTGRES, ColumnPolicy, DatasetPolicy, TablePolicy, VeilConfig, load_config
-from proxy.errors import ConfigError, ProxyError
+from proxy.errors import ConfigError
 from proxy.ledger_access import accountants, dataset_accountant, describe_ledger, mask_dsn, open_ledger
 from proxy.policy_report import check_policy, effective_policy
 from proxy.wire.scram import make_scram_verifier
-
-P = ParamSpec("P")
-R = TypeVar("R")
 
 DEMO_ANALYST = "alice"
 DEMO_PASSWORD = "veil-demo"
@@ -64,27 +60,6 @@ password_env_option = click.option(
 )
 # A negative amount must reach the command's own check (one clear line), not be taken for an option.
 NUMBERS_MAY_BE_NEGATIVE = {"ignore_unknown_options": True}
-
-
-def friendly_errors(function: Callable[P, R]) -> Callable[P, R]:
-    """Turn Veil's domain errors into one line on stderr (plus a detail and a hint) and exit status 1."""
-
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return function(*args, **kwargs)
-        except (ProxyError, BudgetError) as error:
-            detail = f"\ndetail: {_one_line(error.detail)}" if getattr(error, "detail", None) else ""
-            hint = f"\nhint: {_one_line(error.hint)}" if error.hint else ""
-            raise click.ClickException(f"{_one_line(error.message)}{detail}{hint}") from None
-
-    wrapper.__name__ = function.__name__
-    wrapper.__doc__ = function.__doc__
-    return wrapper
-
-
-def _one_line(text: str) -> str:
-    """Messages from below (a PostgreSQL driver's, say) may span lines; the CLI prints one."""
-    return " ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
 def _ledger(config: VeilConfig, *, create: bool = False) -> Ledger:
@@ -117,99 +92,6 @@ def _delta(value: float) -> float:
             hint="δ is a probability of failure: keep it far below 1/(number of people), e.g. 1e-6",
         )
     return value
-
-
-# --- output -----------------------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Column:
-    """A column of a human table: the record's ``key``, its ``header`` (default: the key), hidden when
-    ``optional`` and empty in every row, text cut to ``width`` characters."""
-
-    key: str
-    header: str = ""
-    optional: bool = False
-    width: int | None = None
-
-
-def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column | str]) -> None:
-    """An aligned plain-text table like psql's: numbers right-aligned, empty values blank."""
-    chosen = [c if isinstance(c, Column) else Column(c) for c in columns]
-    chosen = [c for c in chosen if not c.optional or any(_present(row.get(c.key)) for row in rows)]
-    headers = [c.header or c.key for c in chosen]
-    cells = [[_cell(row.get(c.key), c.width) for c in chosen] for row in rows]
-    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
-    numeric = [
-        all(_is_number(row.get(c.key)) or row.get(c.key) is None for row in rows) and bool(rows)
-        for c in chosen
-    ]
-    click.echo("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
-    click.echo("  ".join("-" * w for w in widths))
-    for row in cells:
-        aligned = (v.rjust(w) if n else v.ljust(w) for v, w, n in zip(row, widths, numeric, strict=True))
-        click.echo("  ".join(aligned).rstrip())
-    if not rows:
-        click.echo("(no rows)")
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _present(value: object) -> bool:
-    return value not in (None, "", 0, False)
-
-
-def _cell(value: object, width: int | None = None) -> str:
-    if value is None:
-        text = ""
-    elif isinstance(value, bool):
-        text = "yes" if value else "no"
-    elif isinstance(value, float):
-        text = f"{value:.6g}"
-    elif isinstance(value, datetime.datetime):
-        text = value.astimezone(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
-    elif isinstance(value, enum.Enum):
-        text = str(value.value)
-    else:
-        text = str(value)
-    text = " ".join(text.split())  # one line per row, whatever the SQL looked like
-    if width is not None and len(text) > width:
-        text = text[: width - 1] + "…"
-    return text
-
-
-def _json_value(value: object) -> object:
-    if isinstance(value, datetime.date | datetime.datetime):
-        return value.isoformat()
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"cannot print {type(value).__name__} as JSON")
-
-
-def _echo_json(data: object) -> None:
-    click.echo(json.dumps(data, indent=2, default=_json_value, ensure_ascii=False))
-
-
-def _records(items: Iterable[Any]) -> list[dict[str, Any]]:
-    return [dataclasses.asdict(item) for item in items]
-
-
-def _emit(records: list[dict[str, Any]], columns: Sequence[Column | str], *, as_json: bool) -> None:
-    if as_json:
-        _echo_json(records)
-    else:
-        print_table(records, columns)
-
-
-def _emit_one(record: dict[str, Any], columns: Sequence[Column | str], *, as_json: bool) -> None:
-    if as_json:
-        _echo_json(record)
-    else:
-        print_table([record], columns)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -484,8 +366,8 @@ def analyst_list(config_path: Path, as_json: bool) -> None:
       veil analyst list
       veil analyst list --json
     """
-    records = _records(_ledger(load_config(config_path)).list_analysts())
-    _emit(records, ["name", "created_at"], as_json=as_json)
+    records = as_records(_ledger(load_config(config_path)).list_analysts())
+    emit(records, ["name", "created_at"], as_json=as_json)
 
 
 @analyst.command("passwd")
@@ -637,7 +519,7 @@ def budget_grant(
     renewal = _renewal(ledger, analyst_name, policy.name, renew)
     balance = ledger.grant(analyst_name, policy.name, loss, renewal=renewal, accountant=accountant)
     cap = ledger.cap(policy.name, accountant=accountant)
-    _emit_one(_balance_record(balance, cap), BALANCE_COLUMNS, as_json=as_json)
+    emit_one(_balance_record(balance, cap), BALANCE_COLUMNS, as_json=as_json)
 
 
 @budget.command("revoke", context_settings=NUMBERS_MAY_BE_NEGATIVE)
@@ -677,7 +559,7 @@ def budget_revoke(
     accountant = dataset_accountant(policy)
     balance = ledger.revoke(analyst_name, policy.name, loss, accountant=accountant)
     cap = ledger.cap(policy.name, accountant=accountant)
-    _emit_one(_balance_record(balance, cap), BALANCE_COLUMNS, as_json=as_json)
+    emit_one(_balance_record(balance, cap), BALANCE_COLUMNS, as_json=as_json)
 
 
 CAP_COLUMNS = (
@@ -744,7 +626,7 @@ def budget_cap(
             _declared(config, dataset)
         names = [dataset.lower()] if dataset is not None else sorted(set(config.datasets) | capped)
         caps = [_cap_record(ledger.cap(name, accountant=accountant_of(name))) for name in names]
-        _emit(caps, CAP_COLUMNS, as_json=as_json)
+        emit(caps, CAP_COLUMNS, as_json=as_json)
         return
     if dataset is None:
         raise click.ClickException("name the DATASET to cap: veil budget cap DATASET --epsilon E")
@@ -756,7 +638,7 @@ def budget_cap(
     cap_loss = None if epsilon is None else PrivacyLoss(_epsilon(epsilon), _delta(delta or 0.0))
     ledger.set_cap(policy.name, cap_loss)
     cap = ledger.cap(policy.name, accountant=dataset_accountant(policy))
-    _emit_one(_cap_record(cap), CAP_COLUMNS, as_json=as_json)
+    emit_one(_cap_record(cap), CAP_COLUMNS, as_json=as_json)
 
 
 @budget.command("show")
@@ -784,7 +666,7 @@ def budget_show(analyst_name: str | None, config_path: Path, as_json: bool) -> N
     balances = ledger.balances(analyst_name, accountant=accountant_of)
     caps = {name: ledger.cap(name, accountant=accountant_of(name)) for name in {b.dataset for b in balances}}
     records = [_balance_record(balance, caps[balance.dataset]) for balance in balances]
-    _emit(records, BALANCE_COLUMNS, as_json=as_json)
+    emit(records, BALANCE_COLUMNS, as_json=as_json)
 
 
 HISTORY_COLUMNS = (
@@ -817,7 +699,7 @@ def budget_history(analyst_name: str, dataset: str | None, config_path: Path, as
       veil budget history alice --dataset demo --json
     """
     spends = _ledger(load_config(config_path)).history(analyst_name, dataset.lower() if dataset else None)
-    _emit(_records(spends), HISTORY_COLUMNS, as_json=as_json)
+    emit(as_records(spends), HISTORY_COLUMNS, as_json=as_json)
 
 
 # --- policy -----------------------------------------------------------------------------------------------
@@ -847,7 +729,7 @@ def policy_validate(config_path: Path, as_json: bool) -> None:
     config = load_config(config_path)
     checks = check_policy(config, os.environ)
     if as_json:
-        _echo_json(_records(checks))
+        echo_json(as_records(checks))
     else:
         records = [{**dataclasses.asdict(c), "status": "ok" if c.ok else "PROBLEM"} for c in checks]
         print_table(records, [Column("subject", "check"), "status", "detail"])
@@ -876,7 +758,7 @@ def policy_show(config_path: Path, as_json: bool) -> None:
     """
     config = load_config(config_path)
     if as_json:
-        _echo_json(effective_policy(config))
+        echo_json(effective_policy(config))
         return
     server = config.server
     click.echo(f"policy  {config.path}")
@@ -1049,7 +931,7 @@ def audit(
             writer.writerow({k: _csv_value(v) for k, v in record.items()})
         click.echo(buffer.getvalue(), nl=False)
         return
-    _emit(records, AUDIT_COLUMNS, as_json=as_json)
+    emit(records, AUDIT_COLUMNS, as_json=as_json)
 
 
 @main.command(short_help="Show how a query would be answered, without spending.")
