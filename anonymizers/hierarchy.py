@@ -180,7 +180,7 @@ def interval_hierarchy(
     _check_widths(attribute, widths)
     distinct = sorted(set(values))
     integral = all(float(v).is_integer() for v in distinct) and all(float(w).is_integer() for w in widths)
-    leaves = tuple(_number_text(v) for v in distinct)
+    leaves = tuple(number_text(v) for v in distinct)
     levels = [leaves]
     for width in widths:
         levels.append(tuple(_interval_label(v, width, integral, bottom, top) for v in distinct))
@@ -203,16 +203,16 @@ def _interval_label(
     value: float, width: float, integral: bool, bottom: float | None, top: float | None
 ) -> str:
     if bottom is not None and value <= bottom:
-        return f"<={_number_text(bottom)}"
+        return f"<={number_text(bottom)}"
     if top is not None and value >= top:
-        return f">={_number_text(top)}"
+        return f">={number_text(top)}"
     start = math.floor(value / width) * width
     if integral:
         return f"{int(start)}-{int(start + width - 1)}"
-    return f"[{_number_text(start)}, {_number_text(start + width)})"
+    return f"[{number_text(start)}, {number_text(start + width)})"
 
 
-def _number_text(value: float) -> str:
+def number_text(value: float) -> str:
     """How the engine prints the number as text: integers without a decimal point."""
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 

@@ -1,0 +1,277 @@
+"""The simulated attack of [D] ch. 4, Algorithm 2 (corrected, spec simulated-attack-risk.md §2–§4).
+
+The data holder plays the attacker: for every original record r_i^0 it runs the de-identification
+simulator against the released table D^1, gets high- and low-confidence candidates C_i^H, C_i^L, and
+checks — with the hidden row id that links each released row to its original, which is never released —
+whether the true released record r_i^1 is among them:
+
+* r_i^1 ∈ C_i^H → C_i = C_i^H; r_i^1 ∈ C_i^L → C_i = C_i^H ∪ C_i^L; otherwise (or r_i^1 sampled away) the
+  attack on i fails and i contributes risk 0;
+* sampling at rate α: i is not an outlier when N_i = |C_i^H ∪ C_i^L| > T' = k·α, and then |C_i| ← |C_i|/α
+  (the erratum of §3.3: the worked example prints the inequality reversed);
+* re-identifying adversary (Def 4.4): n_q = min_i |C_i|, risk 1/n_q;
+* revealing adversary (Def 4.5): n_s = min_i (distinct sensitive values in C_i), risk 1/n_s, and the
+  probabilistic variant max_i (records of C_i with the true sensitive value)/|C_i|. Both use the candidates
+  as released, without the 1/α scaling: the sensitive values of records sampled away are unknown, so
+  scaling a count of distinct values would invent them [decision].
+
+Counting uses :mod:`anonymizers.risk.counting`, never the n_0 × n_1 pairs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from anonymizers.errors import AnonymizationError
+from anonymizers.risk.counting import Constraint, count_in_regions
+from anonymizers.risk.pipeline import AttributePipeline, Generalize, Pipeline
+from anonymizers.risk.simulators import GeneralizationSimulator, PerturbationSimulator
+
+DEFAULT_THRESHOLD = 0.9
+"""T of [D] §4.2.2: the mass of the high-confidence region."""
+DEFAULT_OUTLIER_K = 2.0
+"""k of the outlier threshold T' = k·α (the worked example's k; [D] does not state it for §4.3)."""
+
+
+@dataclass(frozen=True)
+class AttackResult:
+    """What Algorithm 2 found, with every parameter needed to reproduce it (spec §10).
+
+    ``sizes[i]`` is |C_i| after the sampling adjustment, NaN where the attack on record i fails (risk 0).
+    ``histogram`` pairs each distinct |C_i| with the number of records at that risk level 1/|C_i|.
+    """
+
+    n_q: float
+    risk: float
+    sizes: np.ndarray
+    min_size: float
+    p1_size: float
+    median_size: float
+    histogram: tuple[tuple[float, int], ...]
+    records: int
+    records_at_risk_zero: int
+    n_s: float | None
+    revealing_risk: float | None
+    probabilistic_revealing_risk: float | None
+    threshold: float
+    low_threshold: float
+    outlier_k: float
+    sampling_rate: float | None
+    outlier_threshold: float | None
+    confidence_region: str = "box"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (without the per-record sizes)."""
+        result = asdict(self)
+        del result["sizes"]
+        result["histogram"] = [{"candidates": size, "records": count} for size, count in self.histogram]
+        return {key: (None if isinstance(v, float) and math.isinf(v) else v) for key, v in result.items()}
+
+
+def simulate_attack(
+    original: pd.DataFrame,
+    released: pd.DataFrame,
+    pipeline: Pipeline,
+    *,
+    row_id: str = "row_id",
+    sensitive: str | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
+    low_threshold: float = 1.0,
+    outlier_k: float = DEFAULT_OUTLIER_K,
+) -> AttackResult:
+    """Run Algorithm 2 of every original record against the released table.
+
+    ``original`` holds the quasi-identifiers of ``pipeline`` (and ``sensitive``); its row *positions* are
+    the record ids. ``released`` holds the released quasi-identifiers (and ``sensitive``) and ``row_id``,
+    the position in ``original`` each released row came from. ``threshold`` is T, ``low_threshold`` T_L
+    (1.0: the low-confidence region is the whole support); with p perturbed attributes each gets T^(1/p).
+    """
+    _check_inputs(original, released, pipeline, row_id, sensitive, threshold, low_threshold)
+    source = released[row_id].to_numpy(dtype=np.int64)
+    perturbed = sum(a.perturbed for a in pipeline.attributes)
+    exponent = 1.0 / max(perturbed, 1)
+    high, union = [], []
+    query_columns = []
+    for attribute in pipeline.attributes:
+        query, released_codes, allowed_high, allowed_union = _encode(
+            attribute, original[attribute.attribute], released[attribute.attribute],
+            threshold**exponent, low_threshold**exponent,
+        )  # fmt: skip
+        query_columns.append(query)
+        high.append((allowed_high, released_codes))
+        union.append((allowed_union, released_codes))
+    profile_of, profile_codes = np.unique(np.column_stack(query_columns), axis=0, return_inverse=True)[::-1]
+    profile_of = profile_of.reshape(-1)
+    high_constraints = [Constraint(a, profile_codes[:, j], r) for j, (a, r) in enumerate(high)]
+    union_constraints = [Constraint(a, profile_codes[:, j], r) for j, (a, r) in enumerate(union)]
+    n_profiles, n_released = len(profile_codes), len(released)
+    high_count = count_in_regions(high_constraints, profiles=n_profiles, released=n_released)[profile_of]
+    union_count = count_in_regions(union_constraints, profiles=n_profiles, released=n_released)[profile_of]
+    own = np.full(len(original), -1, dtype=np.int64)
+    own[source] = np.arange(n_released)
+    in_high = _own_in_region(high, query_columns, own)
+    in_union = _own_in_region(union, query_columns, own)
+    rate = None if pipeline.sample is None else pipeline.sample.rate
+    sizes = candidate_sizes(
+        high_count, union_count, in_high, in_union, sampling_rate=rate, outlier_k=outlier_k
+    )
+    revealing = (
+        _revealing(original[sensitive], released[sensitive], (high_constraints, union_constraints),
+                   profile_of, in_high, in_union)
+        if sensitive is not None
+        else (None, None)
+    )  # fmt: skip
+    return _result(sizes, revealing, threshold, low_threshold, outlier_k, rate)
+
+
+def candidate_sizes(
+    high: np.ndarray,
+    union: np.ndarray,
+    in_high: np.ndarray,
+    in_union: np.ndarray,
+    *,
+    sampling_rate: float | None,
+    outlier_k: float = DEFAULT_OUTLIER_K,
+) -> np.ndarray:
+    """|C_i| from |C_i^H|, |C_i^H ∪ C_i^L| and where r_i^1 fell (Algorithm 2 lines 3–8, spec §4).
+
+    NaN where r_i^1 is in neither set or was not sampled (``in_union`` false): risk 0. With sampling, a
+    record whose N_i = |C_i^H ∪ C_i^L| exceeds T' = k·α is not an outlier and its size is divided by α.
+    """
+    sizes = np.where(in_high, high, union).astype(float)
+    sizes[~in_union] = np.nan
+    if sampling_rate is not None:
+        common = union > outlier_k * sampling_rate
+        sizes = np.where(common, sizes / sampling_rate, sizes)
+    return sizes
+
+
+def _encode(
+    attribute: AttributePipeline, original: pd.Series, released: pd.Series, high: float, low: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(query code per original, code per released row, high region, union region) of one attribute."""
+    if attribute.perturbed:
+        simulator = PerturbationSimulator(attribute)
+        codes = simulator.output_codes(released.to_numpy())
+        return (
+            simulator.input_codes(original.to_numpy()),
+            codes,
+            simulator.region(high),
+            simulator.region(low),
+        )
+    if len(attribute.steps) > 1 or not all(isinstance(s, Generalize) for s in attribute.steps):
+        raise AnonymizationError(
+            f"{attribute.attribute}: a deterministic attribute takes at most one Generalize step",
+            hint="generalize once, to the highest level wanted",
+        )
+    hierarchy = attribute.steps[0].hierarchy if attribute.steps else None
+    query, originals = pd.factorize(original.astype(str))
+    codes, labels = pd.factorize(released.astype(str))
+    allowed = GeneralizationSimulator(attribute.attribute, hierarchy).allowed(list(originals), list(labels))
+    return query.astype(np.int64), codes.astype(np.int64), allowed, allowed
+
+
+def _own_in_region(
+    regions: list[tuple[np.ndarray, np.ndarray]], query_columns: list[np.ndarray], own: np.ndarray
+) -> np.ndarray:
+    """Whether each original's own released row lies in its region on every attribute (False if unsampled)."""
+    inside = own >= 0
+    for (allowed, released_codes), query in zip(regions, query_columns, strict=True):
+        code = np.where(inside, released_codes[np.maximum(own, 0)], -1)
+        ok = code >= 0
+        inside &= ok
+        inside[ok] &= allowed[query[ok], code[ok]]
+    return inside
+
+
+def _revealing(
+    original: pd.Series,
+    released: pd.Series,
+    constraints: tuple[list[Constraint], list[Constraint]],
+    profile_of: np.ndarray,
+    in_high: np.ndarray,
+    in_union: np.ndarray,
+) -> tuple[float, float]:
+    """(n_s, probabilistic risk) over the records whose attack succeeds (Def 4.5 and its variant)."""
+    codes, _ = pd.factorize(pd.concat([original.astype(str), released.astype(str)], ignore_index=True))
+    truth, released_classes = codes[: len(original)], codes[len(original) :]
+    if not in_union.any():
+        return math.inf, 0.0
+    profiles = int(profile_of.max()) + 1
+    high, union = (
+        count_in_regions(c, profiles=profiles, released=len(released), classes=released_classes)[profile_of]
+        for c in constraints
+    )
+    chosen = np.where(in_high[:, None], high, union)[in_union]
+    distinct = (chosen > 0).sum(axis=1)
+    share = chosen[np.arange(len(chosen)), truth[in_union]] / chosen.sum(axis=1)
+    return float(distinct.min()), float(share.max())
+
+
+def _result(
+    sizes: np.ndarray,
+    revealing: tuple[float | None, float | None],
+    threshold: float,
+    low_threshold: float,
+    outlier_k: float,
+    rate: float | None,
+) -> AttackResult:
+    attacked = sizes[~np.isnan(sizes)]
+    n_q = float(attacked.min()) if len(attacked) else math.inf
+    values, counts = np.unique(np.round(attacked, 9), return_counts=True)
+    n_s, probabilistic = revealing
+    return AttackResult(
+        n_q=n_q,
+        risk=0.0 if math.isinf(n_q) else 1.0 / n_q,
+        sizes=sizes,
+        min_size=n_q,
+        p1_size=float(np.percentile(attacked, 1, method="lower")) if len(attacked) else math.inf,
+        median_size=float(np.median(attacked)) if len(attacked) else math.inf,
+        histogram=tuple((float(v), int(c)) for v, c in zip(values, counts, strict=True)),
+        records=len(sizes),
+        records_at_risk_zero=int(np.isnan(sizes).sum()),
+        n_s=n_s,
+        revealing_risk=None if n_s is None else (0.0 if math.isinf(n_s) else 1.0 / n_s),
+        probabilistic_revealing_risk=probabilistic,
+        threshold=threshold,
+        low_threshold=low_threshold,
+        outlier_k=outlier_k,
+        sampling_rate=rate,
+        outlier_threshold=None if rate is None else outlier_k * rate,
+    )
+
+
+def _check_inputs(
+    original: pd.DataFrame,
+    released: pd.DataFrame,
+    pipeline: Pipeline,
+    row_id: str,
+    sensitive: str | None,
+    threshold: float,
+    low_threshold: float,
+) -> None:
+    needed = list(pipeline.quasi_identifiers) + ([sensitive] if sensitive else [])
+    for name, table, columns in (("original", original, needed), ("released", released, [*needed, row_id])):
+        missing = [c for c in columns if c not in table.columns]
+        if missing:
+            raise AnonymizationError(
+                f"the {name} table lacks column {missing[0]!r}",
+                hint="pass the quasi-identifiers of the pipeline (and the sensitive column) in both tables, "
+                f"and the hidden row id {row_id!r} in the released one",
+            )
+    if not 0 < threshold < 1 or not threshold <= low_threshold <= 1:
+        raise AnonymizationError(
+            f"thresholds must satisfy 0 < T < 1 and T <= T_L <= 1, got T={threshold}, T_L={low_threshold}",
+            hint="the default T = 0.9 and T_L = 1.0 follow [D] §4.2",
+        )
+    ids = released[row_id].to_numpy()
+    if len(ids) and (ids.min() < 0 or ids.max() >= len(original) or len(np.unique(ids)) != len(ids)):
+        raise AnonymizationError(
+            f"the released column {row_id!r} must name distinct row positions of the original table",
+            hint="carry the original row number through the pipeline; each released row comes from one record",
+        )
