@@ -14,8 +14,9 @@ import ipaddress
 import logging
 import secrets
 import ssl
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import ParamSpec, TypeVar
 
 from budget.ledger import Ledger
 from proxy.analysis.parameters import Tree, parameterized_statement
@@ -58,9 +59,17 @@ TYPE_OIDS = {
 }
 FLUSH_THRESHOLD = 1 << 18
 """Extended-protocol output waits for Sync or Flush, as PostgreSQL's does, unless it grows past this."""
+READ_AHEAD = 1 << 18
+"""While a statement runs, the session reads on (to notice the client leaving), keeping what arrives
+for later; past this many buffered bytes it stops reading, so a client cannot make it buffer without
+bound — and a disconnection then goes unnoticed until the statement ends."""
 TRANSACTION_ENDS = ("COMMIT", "ROLLBACK", "ROLLBACK TO SAVEPOINT")  # also allowed in a failed block
 # How each transaction statement moves the status in ReadyForQuery: idle, in a block, failed block.
 _TRANSITIONS = {"BEGIN": "T", "COMMIT": "I", "ROLLBACK": "I"}
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 class ClientGone(Exception):
@@ -107,6 +116,7 @@ class Session:
         self.prepared = PreparedState()
         self.pending = bytearray()  # extended-protocol output not yet sent (until Sync or Flush)
         self.skipping = False  # after an extended-protocol error, messages are discarded until Sync
+        self.left_mid_statement = False  # the client closed the connection while a statement ran
 
     async def run(self) -> None:
         """Serve the connection to its end. Whatever goes wrong closes this connection only, with one
@@ -117,7 +127,8 @@ class Session:
         try:
             await self._converse()
         except ClientGone:
-            log.info("client disconnected peer=%s", self.peer)
+            if not self.left_mid_statement:  # else _in_worker has logged it
+                log.info("client disconnected peer=%s", self.peer)
         except OSError as error:  # reset by the peer, a broken TLS record
             log.info("connection lost peer=%s error=%s", self.peer, error)
         except WireProtocolError as error:
@@ -284,7 +295,7 @@ class Session:
         self._check_transaction(tag)
         outcome = described if described is not None else service.answer_literals(tree)
         if outcome is None:
-            outcome = await asyncio.to_thread(
+            outcome = await self._in_worker(
                 service.run, tree, principal=principal, settings=self.settings, text=statement
             )
         self._drop_prepared(tree, outcome, service)
@@ -417,7 +428,40 @@ class Session:
         if tree is None:
             return Description(None)
         self._check_transaction(service.transaction_tag(tree))
-        return await asyncio.to_thread(service.describe, tree, principal=principal, settings=self.settings)
+        return await self._in_worker(service.describe, tree, principal=principal, settings=self.settings)
+
+    async def _in_worker(self, function: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Run pipeline work in a worker thread, watching the connection meanwhile. If the client closes
+        it, the session's engine queries are interrupted the way a CancelRequest stops them (and any
+        the statement would start later are refused): the pipeline then cancels the reservation, so
+        an answer nobody can receive costs no budget. The work's outcome — usually 57014 — is audited
+        as usual, then the session ends without running what the client had pipelined."""
+        work = asyncio.ensure_future(asyncio.to_thread(function, *args, **kwargs))
+        watch = asyncio.ensure_future(self._peer_closed())
+        try:
+            await asyncio.wait((work, watch), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watch.cancel()
+            await asyncio.wait((watch,))  # until its read is over: the reader allows one at a time
+        if not work.done():
+            self.left_mid_statement = True
+            log.warning("client disconnected mid-statement peer=%s action=interrupt", self.peer)
+            await asyncio.to_thread(self.interrupter.close)
+        return await work
+
+    async def _peer_closed(self) -> None:
+        """Return when the client closes the connection (EOF, or a reset). Bytes that arrive first —
+        pipelined messages — are not a disconnection: they go to the message buffer for the query
+        loop, up to READ_AHEAD."""
+        while self.buffer.buffered_size < READ_AHEAD:
+            try:
+                data = await self.reader.read(READ_CHUNK)
+            except OSError:
+                return
+            if not data:
+                return
+            self.buffer.feed(data)
+        await asyncio.get_running_loop().create_future()  # stop reading; cancelled when the work ends
 
     async def _execute(
         self, message: wire.Execute, service: QueryService, principal: Principal, attempt: _Attempt
@@ -460,6 +504,8 @@ class Session:
         return payload
 
     async def _next_message(self) -> tuple[bytes, bytes]:
+        if self.left_mid_statement:  # what the client pipelined before leaving is not run
+            raise ClientGone
         while (message := self.buffer.next_message()) is None:
             await self._fill()
         return message

@@ -237,8 +237,9 @@ def _command(tree: exp.Command) -> Statement:
         tree.expression.name if isinstance(tree.expression, exp.Literal) else str(tree.expression or "")
     )
     argument = argument.strip()
-    if verb == "SHOW" and " ".join(argument.upper().split()) == "TRANSACTION ISOLATION LEVEL":
-        return ShowStatement("transaction_isolation")  # PostgreSQL's other spelling (SQLAlchemy sends it)
+    spelled = _SHOW_SPELLINGS.get(" ".join(argument.upper().split()))
+    if verb == "SHOW" and spelled is not None:
+        return ShowStatement(spelled)
     if verb == "SHOW" and argument:
         return ShowStatement(argument.strip('"'))
     if verb == "RESET" and argument:
@@ -253,6 +254,8 @@ def _command(tree: exp.Command) -> Statement:
     raise UnsupportedQueryError(f"{verb} statements are not supported")
 
 
+# PostgreSQL's other spellings of settings: SQLAlchemy sends the first, pgcli the second at start-up.
+_SHOW_SPELLINGS = {"TRANSACTION ISOLATION LEVEL": "transaction_isolation", "TIME ZONE": "TimeZone"}
 _DISCARDABLE = {"ALL": "ALL", "PLANS": "PLANS", "SEQUENCES": "SEQUENCES", "TEMP": "TEMP", "TEMPORARY": "TEMP"}
 
 

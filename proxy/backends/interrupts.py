@@ -11,6 +11,10 @@ registered with
   neither the query pipeline nor the ``Backend`` interface has to carry a cancellation argument; and
 * the backend's :class:`Watchdog`, when a statement timeout is configured.
 
+A client that closes its connection while a statement runs is treated as a cancel that lasts: the
+session calls :meth:`Interrupter.close`, which stops the engine queries running then *and* refuses to
+start the statement's later ones, since nobody is left to receive the answer.
+
 Whoever stops the query first records why; when the engine call returns — failed, or even succeeded
 because the stop came too late to reach the engine — :func:`interruptible` raises
 ``QueryCanceledError`` (57014) instead. The query pipeline cancels the statement's budget reservation
@@ -35,6 +39,7 @@ from proxy.errors import QueryCanceledError
 
 USER_REQUEST: Final = "user request"
 STATEMENT_TIMEOUT: Final = "statement timeout"
+CLIENT_GONE: Final = "client disconnected"
 
 
 class EngineQuery:
@@ -66,17 +71,33 @@ class Interrupter:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._running: set[EngineQuery] = set()
+        self._closed = False
 
     def cancel(self) -> None:
         """Blocking (a PostgreSQL cancel is a network round trip): call it from a worker thread."""
+        self._stop_running(USER_REQUEST)
+
+    def close(self) -> None:
+        """The session's client has gone: stop what runs, and (see :meth:`add`) whatever would start
+        later. Unlike a CancelRequest, which reaches only the queries running at that moment, a
+        disconnection lasts. Blocking, like :meth:`cancel`."""
+        with self._lock:
+            self._closed = True
+        self._stop_running(CLIENT_GONE)
+
+    def add(self, query: EngineQuery) -> bool:
+        """Register a query about to start; False once the session is closed: it must not start."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._running.add(query)
+            return True
+
+    def _stop_running(self, reason: str) -> None:
         with self._lock:
             running = list(self._running)
         for query in running:
-            query.stop(USER_REQUEST)
-
-    def add(self, query: EngineQuery) -> None:
-        with self._lock:
-            self._running.add(query)
+            query.stop(reason)
 
     def discard(self, query: EngineQuery) -> None:
         with self._lock:
@@ -136,8 +157,8 @@ def interruptible(interrupt: Callable[[], None], *, watchdog: Watchdog | None) -
     cancelled."""
     query = EngineQuery(interrupt)
     interrupter = SESSION_INTERRUPTER.get()
-    if interrupter is not None:
-        interrupter.add(query)
+    if interrupter is not None and not interrupter.add(query):
+        raise client_gone_error()
     if watchdog is not None:
         watchdog.watch(query)
     try:
@@ -155,8 +176,18 @@ def _raise_if_stopped(query: EngineQuery, watchdog: Watchdog | None) -> None:
             "canceling statement due to user request",
             detail="no answer was released, so nothing was spent",
         ) from None
+    if query.reason == CLIENT_GONE:
+        raise client_gone_error() from None
     if query.reason == STATEMENT_TIMEOUT and watchdog is not None:
         raise statement_timeout_error(watchdog.timeout_ms) from None
+
+
+def client_gone_error() -> QueryCanceledError:
+    """What the audit log records for a statement whose client left (no client reads it)."""
+    return QueryCanceledError(
+        "canceling statement because the client disconnected",
+        detail="no answer was released, so nothing was spent",
+    )
 
 
 def statement_timeout_error(timeout_ms: int) -> QueryCanceledError:

@@ -270,11 +270,16 @@ def _macro(name: str, *arguments: exp.Expression) -> exp.Expression:
 
 
 def _array_literal(node: exp.Expression) -> exp.Expression:
-    """``pol.polroles = '{0}'``: PostgreSQL reads the string as an array; DuckDB needs a list."""
+    """``pol.polroles = '{0}'`` and ``c.relkind = ANY('{r,p,f}')`` (pgcli's lists, bound by psycopg on
+    the client): PostgreSQL reads the string as an array; DuckDB needs a list."""
     if isinstance(node, exp.EQ | exp.NEQ):
         for side, other in ((node.this, node.expression), (node.expression, node.this)):
             if isinstance(other, exp.Column) and _is_text(side) and _is_array_text(side.this):
                 side.replace(_list(side.this))
+    if isinstance(node, exp.Any | exp.All):
+        inner = node.this.this if isinstance(node.this, exp.Paren) else node.this
+        if _is_text(inner) and _is_array_text(inner.this):
+            inner.replace(_list(inner.this))
     return node
 
 
