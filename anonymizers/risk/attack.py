@@ -126,7 +126,7 @@ def simulate_attack(
         if sensitive is not None
         else (None, None)
     )  # fmt: skip
-    return _result(sizes, revealing, threshold, low_threshold, outlier_k, rate)
+    return attack_result(sizes, revealing, threshold, low_threshold, outlier_k, rate)
 
 
 def candidate_sizes(
@@ -213,7 +213,7 @@ def _revealing(
     return float(distinct.min()), float(share.max())
 
 
-def _result(
+def attack_result(
     sizes: np.ndarray,
     revealing: tuple[float | None, float | None],
     threshold: float,
