@@ -15,9 +15,10 @@ from __future__ import annotations
 import csv
 import itertools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
+from decimal import Decimal
 from functools import cached_property
 from pathlib import Path
 
@@ -169,6 +170,7 @@ def interval_hierarchy(
     *,
     bottom: float | None = None,
     top: float | None = None,
+    leaf_text: Mapping[float, str] | None = None,
 ) -> Hierarchy:
     """Numeric values in aligned intervals of growing ``widths`` (each a multiple of the one before).
 
@@ -176,11 +178,14 @@ def interval_hierarchy(
     (``[35, 40)``). ``bottom``/``top`` code the tails: every value ≤ bottom (≥ top) becomes the leaf-level
     bucket ``<=bottom`` (``>=top``) at level 1 and above, so that a few extreme values neither widen every
     interval nor stay unique (spec §2; thresholds come from policy, never from the private maximum).
+    ``leaf_text`` gives the engine's text of a value where it differs from :func:`number_text` (DuckDB
+    prints a DOUBLE 39 as ``39.0``).
     """
     _check_widths(attribute, widths)
     distinct = sorted(set(values))
     integral = all(float(v).is_integer() for v in distinct) and all(float(w).is_integer() for w in widths)
-    leaves = tuple(number_text(v) for v in distinct)
+    text = leaf_text or {}
+    leaves = tuple(text.get(v, number_text(v)) for v in distinct)
     levels = [leaves]
     for width in widths:
         levels.append(tuple(_interval_label(v, width, integral, bottom, top) for v in distinct))
@@ -266,32 +271,47 @@ def _nice_number(target: float) -> float:
     return min(candidates, key=lambda c: abs(math.log(c / target)))
 
 
-def hierarchy_from_spec(attribute: str, spec: str | None, values: Sequence[object]) -> Hierarchy:
+def hierarchy_from_spec(
+    attribute: str, spec: str | None, values: Sequence[object], *, texts: Sequence[str] | None = None
+) -> Hierarchy:
     """The hierarchy a command-line spec names, built over the column's distinct ``values``.
 
     ``spec``: a path to an ARX CSV file; ``interval:5,10,20`` (optionally ``;top=80;bottom=18``);
     ``date``; ``suppress``; or ``None`` for the default — intervals with :func:`auto_widths` for numbers,
-    day/month/year for dates, ``*`` suppression for anything else.
+    day/month/year for dates, ``*`` suppression for anything else. ``texts[i]``, when given, is how the
+    engine prints ``values[i]``: the leaves then match a column the engine casts to text.
     """
+    leaf_text = None if texts is None else dict(zip(values, texts, strict=True))
     if spec is None:
-        return _default_hierarchy(attribute, values)
+        return _default_hierarchy(attribute, values, leaf_text)
     if spec == "suppress":
-        return suppression_hierarchy(attribute, (str(v) for v in values))
+        return suppression_hierarchy(attribute, texts or [str(v) for v in values])
     if spec == "date":
         return date_hierarchy(attribute, _dates(attribute, values))
     if spec.startswith("interval:"):
         widths, coding = _interval_spec(attribute, spec.removeprefix("interval:"))
-        return interval_hierarchy(attribute, _numbers(attribute, values), widths, **coding)
+        text = _numeric_text(leaf_text)
+        return interval_hierarchy(attribute, _numbers(attribute, values), widths, leaf_text=text, **coding)
     return load_arx_hierarchy(Path(spec), attribute)
 
 
-def _default_hierarchy(attribute: str, values: Sequence[object]) -> Hierarchy:
-    if values and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+def _default_hierarchy(
+    attribute: str, values: Sequence[object], leaf_text: Mapping[object, str] | None
+) -> Hierarchy:
+    if values and all(isinstance(v, int | float | Decimal) and not isinstance(v, bool) for v in values):
         numbers = _numbers(attribute, values)
-        return interval_hierarchy(attribute, numbers, auto_widths(numbers))
+        return interval_hierarchy(
+            attribute, numbers, auto_widths(numbers), leaf_text=_numeric_text(leaf_text)
+        )
     if values and all(isinstance(v, date) for v in values):
         return date_hierarchy(attribute, _dates(attribute, values))
-    return suppression_hierarchy(attribute, (str(v) for v in values))
+    return suppression_hierarchy(
+        attribute, list(leaf_text.values()) if leaf_text else [str(v) for v in values]
+    )
+
+
+def _numeric_text(leaf_text: Mapping[object, str] | None) -> dict[float, str] | None:
+    return None if leaf_text is None else {float(v): t for v, t in leaf_text.items()}  # type: ignore[arg-type]
 
 
 def _interval_spec(attribute: str, text: str) -> tuple[tuple[float, ...], dict[str, float]]:
