@@ -31,6 +31,7 @@ from proxy.cli_support import Column, as_records, echo_json, emit, emit_one, fri
 from proxy.config import POSTGRES, ColumnPolicy, DatasetPolicy, TablePolicy, VeilConfig, load_config
 from proxy.errors import ConfigError
 from proxy.ledger_access import accountants, dataset_accountant, describe_ledger, mask_dsn, open_ledger
+from proxy.materialize_cli import materialize, risk
 from proxy.policy_report import check_policy, effective_policy
 from proxy.wire.scram import make_scram_verifier
 
@@ -1011,3 +1012,7 @@ def explain(
 
 
 MEASUREMENT_COLUMNS = ("quantity", "mechanism", "sensitivity", "epsilon", "noise_scale", "error_bound_95")
+
+
+main.add_command(materialize)
+main.add_command(risk)

@@ -1,0 +1,368 @@
+"""The table an anonymization reads, in the engine that holds it: a DuckDB file, a PostgreSQL table, or a
+CSV/Parquet file read through an in-memory DuckDB.
+
+Why a source object rather than a DataFrame: the optimal global recoding only needs *frequency sets*
+(``GROUP BY`` the quasi-identifiers with ``COUNT(*)``), which the engine computes far faster and in far less
+memory than Python — a 10-million-row table never leaves the engine. Rows come back to Python only when an
+algorithm needs them (Mondrian, combined de-identification) through :meth:`TableSource.dataframe`.
+
+SQL is built from sqlglot nodes with quoted identifiers; user values never enter SQL text — lookup tables
+(hierarchy mappings) are *registered* (DuckDB) or loaded with ``COPY`` into temporary tables (PostgreSQL),
+and file paths go through DuckDB's relation API.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, Protocol
+
+import duckdb
+import numpy as np
+import pandas as pd
+import psycopg
+from psycopg import sql as pgsql
+from sqlglot import exp
+
+from anonymizers.errors import AnonymizationError
+
+Dialect = Literal["duckdb", "postgres"]
+FileFormat = Literal["csv", "parquet"]
+CSV_VIEW = "veil_source"
+
+
+def quoted_table(name: str, schema: str | None = None) -> exp.Table:
+    """A table reference with quoted parts: ``"schema"."name"``."""
+    return exp.table_(name, db=schema, quoted=True)
+
+
+def quoted_column(name: str, table: str | None = None) -> exp.Column:
+    return exp.column(name, table=table, quoted=True)
+
+
+def as_text(expression: exp.Expression) -> exp.Cast:
+    """``CAST(x AS VARCHAR)``: how a column's values meet hierarchy leaves (which are text)."""
+    return exp.cast(expression, exp.DataType.build("VARCHAR"))
+
+
+class _Engine(Protocol):
+    dialect: Dialect
+
+    def rows(self, query: exp.Expression) -> list[tuple[Any, ...]]: ...
+
+    def arrays(self, query: exp.Expression) -> dict[str, np.ndarray]: ...
+
+    def frame(self, query: exp.Expression) -> pd.DataFrame: ...
+
+    def register(self, name: str, frame: pd.DataFrame) -> None: ...
+
+    def unregister(self, name: str) -> None: ...
+
+    def run(self, statements: list[exp.Expression]) -> None: ...
+
+    def write_file(self, query: exp.Expression, path: Path, file_format: FileFormat) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class _DuckDB:
+    dialect: Dialect = "duckdb"
+
+    def __init__(self, connection: duckdb.DuckDBPyConnection) -> None:
+        self.connection = connection
+
+    def rows(self, query: exp.Expression) -> list[tuple[Any, ...]]:
+        return self.connection.execute(query.sql(dialect="duckdb")).fetchall()
+
+    def arrays(self, query: exp.Expression) -> dict[str, np.ndarray]:
+        result = self.connection.execute(query.sql(dialect="duckdb")).fetchnumpy()
+        return {name: np.asarray(values) for name, values in result.items()}
+
+    def frame(self, query: exp.Expression) -> pd.DataFrame:
+        return self.connection.execute(query.sql(dialect="duckdb")).df()
+
+    def register(self, name: str, frame: pd.DataFrame) -> None:
+        self.connection.register(name, frame)
+
+    def unregister(self, name: str) -> None:
+        self.connection.unregister(name)
+
+    def run(self, statements: list[exp.Expression]) -> None:
+        self.connection.execute("BEGIN TRANSACTION")
+        try:
+            for statement in statements:
+                self.connection.execute(statement.sql(dialect="duckdb"))
+        except duckdb.Error:
+            self.connection.execute("ROLLBACK")
+            raise
+        self.connection.execute("COMMIT")
+
+    def write_file(self, query: exp.Expression, path: Path, file_format: FileFormat) -> None:
+        """DuckDB's own writers (``COPY … TO``) through the relation API: the path is an argument, not
+        SQL text, and rows never enter Python."""
+        relation = self.connection.sql(query.sql(dialect="duckdb"))
+        if file_format == "csv":
+            relation.write_csv(str(path), header=True)
+        else:
+            relation.write_parquet(str(path))
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+class _Postgres:
+    dialect: Dialect = "postgres"
+
+    def __init__(self, connection: psycopg.Connection[Any]) -> None:
+        self.connection = connection
+
+    def rows(self, query: exp.Expression) -> list[tuple[Any, ...]]:
+        return self.connection.execute(query.sql(dialect="postgres")).fetchall()  # type: ignore[call-overload,no-any-return]
+
+    def arrays(self, query: exp.Expression) -> dict[str, np.ndarray]:
+        frame = self.frame(query)
+        return {name: frame[name].to_numpy() for name in frame.columns}
+
+    def frame(self, query: exp.Expression) -> pd.DataFrame:
+        cursor = self.connection.execute(query.sql(dialect="postgres"))  # type: ignore[call-overload]
+        names = [column.name for column in cursor.description or ()]
+        return pd.DataFrame(cursor.fetchall(), columns=names)
+
+    def register(self, name: str, frame: pd.DataFrame) -> None:
+        """A temporary table loaded with COPY: values never become SQL text."""
+        types = [_postgres_type(frame[column]) for column in frame.columns]
+        columns = pgsql.SQL(", ").join(
+            pgsql.SQL("{} {}").format(pgsql.Identifier(str(c)), pgsql.SQL(t))
+            for c, t in zip(frame.columns, types, strict=True)
+        )
+        self.connection.execute(pgsql.SQL("DROP TABLE IF EXISTS {}").format(pgsql.Identifier(name)))
+        self.connection.execute(
+            pgsql.SQL("CREATE TEMPORARY TABLE {} ({})").format(pgsql.Identifier(name), columns)
+        )
+        copy = pgsql.SQL("COPY {} FROM STDIN").format(pgsql.Identifier(name))
+        with self.connection.cursor().copy(copy) as sink:
+            for row in frame.itertuples(index=False, name=None):
+                sink.write_row(tuple(_plain(v) for v in row))
+
+    def unregister(self, name: str) -> None:
+        self.connection.execute(pgsql.SQL("DROP TABLE IF EXISTS {}").format(pgsql.Identifier(name)))
+
+    def run(self, statements: list[exp.Expression]) -> None:
+        with self.connection.transaction():
+            for statement in statements:
+                self.connection.execute(statement.sql(dialect="postgres"))  # type: ignore[call-overload]
+
+    def write_file(self, query: exp.Expression, path: Path, file_format: FileFormat) -> None:
+        """``COPY (query) TO STDOUT`` streamed to a CSV file as bytes; Parquet is written by an
+        in-memory DuckDB from that CSV (column types are re-inferred by DuckDB's sniffer)."""
+        copy = pgsql.SQL("COPY ({}) TO STDOUT WITH (FORMAT csv, HEADER true)").format(
+            pgsql.SQL(query.sql(dialect="postgres"))  # type: ignore[arg-type]
+        )
+        target = path if file_format == "csv" else path.with_name(path.name + ".csv")
+        with target.open("wb") as sink, self.connection.cursor().copy(copy) as stream:
+            for block in stream:
+                sink.write(block)
+        if file_format == "parquet":
+            with duckdb.connect() as local:
+                local.read_csv(str(target), header=True).write_parquet(str(path))
+            target.unlink()
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def _postgres_type(series: pd.Series) -> str:
+    if pd.api.types.is_integer_dtype(series):
+        return "bigint"
+    if pd.api.types.is_float_dtype(series):
+        return "double precision"
+    return "text"
+
+
+def _plain(value: object) -> object:
+    """numpy scalars → Python scalars for psycopg's COPY writer."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+@dataclass
+class TableSource:
+    """One table in one engine. Use the constructors :meth:`duckdb_file`, :meth:`postgres`, :meth:`csv`,
+    :meth:`parquet`; close it (or use ``with``) when done."""
+
+    engine: _Engine
+    table: exp.Table
+    description: str
+    in_memory: bool = False  # a CSV/Parquet file: no database to write tables into
+
+    @classmethod
+    def duckdb_file(
+        cls, path: Path, table: str, *, schema: str | None = None, memory_limit: str | None = None
+    ) -> TableSource:
+        """A table in a DuckDB database file. ``memory_limit`` (e.g. ``"1GB"``) caps the engine so that
+        a large ``GROUP BY`` spills to disk instead of growing the process."""
+        if not Path(path).exists():
+            raise AnonymizationError(f"DuckDB file {path} does not exist")
+        config = {} if memory_limit is None else {"memory_limit": memory_limit}
+        connection = duckdb.connect(str(path), config=config)
+        source = cls(_DuckDB(connection), quoted_table(table, schema), f"{path}:{table}")
+        source._require_table()
+        return source
+
+    @classmethod
+    def postgres(cls, dsn: str, table: str, *, schema: str = "public") -> TableSource:
+        try:
+            connection = psycopg.connect(dsn, autocommit=True)
+        except psycopg.OperationalError as error:
+            raise AnonymizationError(
+                "cannot connect to PostgreSQL", hint=f"check the connection string ({type(error).__name__})"
+            ) from None
+        source = cls(_Postgres(connection), quoted_table(table, schema), f"{schema}.{table}")
+        source._require_table()
+        return source
+
+    @classmethod
+    def csv(cls, path: Path, *, delimiter: str | None = None, header: bool = True) -> TableSource:
+        """A CSV file read by DuckDB's sniffer; ``delimiter`` overrides its guess (``";"`` for ARX's
+        files, ``", "`` for UCI Adult)."""
+        connection = duckdb.connect()
+        options: dict[str, Any] = {"header": header}
+        if delimiter is not None:
+            options["sep"] = delimiter
+        try:
+            connection.read_csv(str(path), **options).create_view(CSV_VIEW)
+        except (duckdb.IOException, duckdb.InvalidInputException) as error:
+            raise AnonymizationError(
+                f"cannot read CSV file {path}", hint=str(error).splitlines()[0]
+            ) from None
+        return cls(_DuckDB(connection), quoted_table(CSV_VIEW), str(path), in_memory=True)
+
+    @classmethod
+    def parquet(cls, path: Path) -> TableSource:
+        connection = duckdb.connect()
+        try:
+            connection.read_parquet(str(path)).create_view(CSV_VIEW)
+        except (duckdb.IOException, duckdb.InvalidInputException) as error:
+            raise AnonymizationError(
+                f"cannot read Parquet file {path}", hint=str(error).splitlines()[0]
+            ) from None
+        return cls(_DuckDB(connection), quoted_table(CSV_VIEW), str(path), in_memory=True)
+
+    @property
+    def dialect(self) -> Dialect:
+        return self.engine.dialect
+
+    def _require_table(self) -> None:
+        try:
+            self.columns()
+        except (duckdb.Error, psycopg.Error):
+            self.close()
+            raise AnonymizationError(
+                f"table {self.description} does not exist", hint="check the table and schema names"
+            ) from None
+
+    def columns(self) -> list[tuple[str, str]]:
+        """(name, engine type) of every column, in table order."""
+        if self.dialect == "duckdb":
+            query = exp.Describe(this=exp.select(exp.Star()).from_(self.table))
+            return [(row[0], row[1]) for row in self.engine.rows(query)]
+        assert isinstance(self.engine, _Postgres)
+        cursor = self.engine.connection.execute(
+            "SELECT column_name, data_type FROM information_schema.columns"
+            " WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
+            (self.table.db, self.table.name),
+        )
+        rows = cursor.fetchall()
+        if not rows:
+            raise psycopg.errors.UndefinedTable(self.description)
+        return [(row[0], row[1]) for row in rows]
+
+    def column_names(self) -> list[str]:
+        return [name for name, _ in self.columns()]
+
+    def require_columns(self, names: list[str]) -> None:
+        known = set(self.column_names())
+        for name in names:
+            if name not in known:
+                raise AnonymizationError(
+                    f"column {name!r} is not in {self.description}",
+                    hint=f"the columns are: {', '.join(sorted(known))}",
+                )
+
+    def row_count(self) -> int:
+        query = exp.select(exp.func("count", exp.Star())).from_(self.table)
+        return int(self.engine.rows(query)[0][0])
+
+    def distinct_values(self, column: str, *, as_text_values: bool = True) -> list[Any]:
+        """The column's distinct non-NULL values, sorted — cast to text (hierarchy leaves) unless
+        ``as_text_values`` is false (numeric hierarchies need the numbers)."""
+        value: exp.Expression = quoted_column(column)
+        if as_text_values:
+            value = as_text(value)
+        query = (
+            exp.select(value.as_("v", quoted=True))
+            .from_(self.table)
+            .where(exp.Not(this=exp.Is(this=quoted_column(column), expression=exp.Null())))
+            .distinct()
+            .order_by(exp.column("v", quoted=True))
+        )
+        return [row[0] for row in self.engine.rows(query)]
+
+    def dataframe(self, columns: list[str]) -> pd.DataFrame:
+        """The selected columns of every row, for algorithms that need rows (Mondrian, combine)."""
+        self.require_columns(columns)
+        return self.engine.frame(exp.select(*(quoted_column(c) for c in columns)).from_(self.table))
+
+    def rows(self, query: exp.Expression) -> list[tuple[Any, ...]]:
+        return self.engine.rows(query)
+
+    def arrays(self, query: exp.Expression) -> dict[str, np.ndarray]:
+        """A query's result column by column as numpy arrays (DuckDB: zero-copy ``fetchnumpy``)."""
+        return self.engine.arrays(query)
+
+    def register(self, name: str, frame: pd.DataFrame) -> exp.Table:
+        """Make ``frame`` a table the engine can join against for this connection's lifetime."""
+        self.engine.register(name, frame)
+        return quoted_table(name)
+
+    def unregister(self, name: str) -> None:
+        self.engine.unregister(name)
+
+    def run(self, statements: list[exp.Expression]) -> None:
+        """Statements in one transaction: all of them take effect, or none."""
+        self.engine.run(statements)
+
+    def write_file(self, query: exp.Expression, path: Path, file_format: FileFormat) -> None:
+        self.engine.write_file(query, path, file_format)
+
+    def table_exists(self, table: str, schema: str | None = None) -> bool:
+        """Whether ``schema.table`` exists in this source's database (default schema: the source's)."""
+        schema = schema or self.table.db or ("main" if self.dialect == "duckdb" else "public")
+        query = (
+            exp.select(exp.func("count", exp.Star()))
+            .from_(exp.table_("tables", db="information_schema"))
+            .where(
+                exp.and_(
+                    exp.EQ(this=exp.column("table_schema"), expression=exp.Placeholder()),
+                    exp.EQ(this=exp.column("table_name"), expression=exp.Placeholder()),
+                )
+            )
+        )
+        text = query.sql(dialect=self.dialect)  # placeholders: ``?`` (DuckDB) or ``%s`` (psycopg)
+        assert isinstance(self.engine, _DuckDB | _Postgres)
+        rows = self.engine.connection.execute(text, [schema, table]).fetchall()  # type: ignore[arg-type]
+        return bool(rows[0][0])
+
+    def close(self) -> None:
+        self.engine.close()
+
+    def __enter__(self) -> TableSource:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()

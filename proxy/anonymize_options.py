@@ -1,0 +1,173 @@
+"""Command-line specs of ``veil materialize`` and ``veil risk`` → the anonymizers' objects.
+
+Why a module of its own: ``--hierarchy age=interval:5,10,20`` and ``--step age=laplace:epsilon=1,…`` are
+small languages; parsing them apart from click keeps the commands short and lets tests check every
+message. Every error names the option and shows a correct example.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+from anonymizers.errors import AnonymizationError
+from anonymizers.hierarchy import Hierarchy, hierarchy_from_spec
+from anonymizers.risk.pipeline import (
+    AttributePipeline,
+    Generalize,
+    Laplace,
+    Pipeline,
+    Randomize,
+    Sample,
+    Step,
+    coarsen,
+)
+
+STEP_EXAMPLES = (
+    "age=laplace:epsilon=1,lower=17,upper=90 · workclass=generalize:1 · marital-status=randomize:epsilon=1"
+)
+LAPLACE_KEYS = {"epsilon", "lower", "upper", "unit", "sensitivity", "law"}
+RANDOMIZE_KEYS = {"epsilon", "sensitivity"}
+
+ValuesOf = Callable[[str], Sequence[object]]
+
+
+def split_columns(text: str, option: str) -> list[str]:
+    """``a,b,c`` → ``["a", "b", "c"]``; refuses empty names and repeats."""
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise AnonymizationError(f"{option} needs comma-separated column names, e.g. {option} age,sex,zip")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise AnonymizationError(f"{option} names {repeated[0]!r} twice")
+    return names
+
+
+def assignments(texts: Sequence[str], option: str, example: str) -> list[tuple[str, str]]:
+    """``COLUMN=SPEC`` pairs in the order given (a column may repeat: steps run in that order)."""
+    pairs = []
+    for text in texts:
+        column, separator, spec = text.partition("=")
+        if not separator or not column.strip() or not spec.strip():
+            raise AnonymizationError(
+                f"cannot read {option} {text!r}", hint=f"write COLUMN=SPEC, e.g. {example}"
+            )
+        pairs.append((column.strip(), spec.strip()))
+    return pairs
+
+
+def hierarchy_specs(texts: Sequence[str], columns: Sequence[str]) -> dict[str, str]:
+    """``--hierarchy`` options by column; each must name one of ``columns``, once."""
+    specs: dict[str, str] = {}
+    for column, spec in assignments(texts, "--hierarchy", "age=interval:5,10,20 or education=edu.csv"):
+        if column not in columns:
+            raise AnonymizationError(
+                f"--hierarchy names {column!r}, which is not a quasi-identifier",
+                hint=f"quasi-identifiers: {', '.join(columns)}",
+            )
+        if column in specs:
+            raise AnonymizationError(f"--hierarchy gives {column!r} twice")
+        specs[column] = spec
+    return specs
+
+
+def build_hierarchies(
+    columns: Sequence[str], specs: Mapping[str, str], values_of: ValuesOf
+) -> dict[str, Hierarchy]:
+    """One hierarchy per column: the one its spec names, else the default for its values."""
+    return {column: hierarchy_from_spec(column, specs.get(column), values_of(column)) for column in columns}
+
+
+def pipeline_from_steps(
+    texts: Sequence[str],
+    columns: Sequence[str],
+    hierarchy_for: Callable[[str, Sequence[object] | None], Hierarchy],
+    *,
+    sample_rate: float | None,
+) -> Pipeline:
+    """``--step`` options (in order, per column) and ``--sample`` → the pipeline to run and to simulate.
+
+    A column without steps is a quasi-identifier released as is. ``hierarchy_for(column, grid)`` gives a
+    column's hierarchy; ``grid`` is the Laplace grid when noise comes first (then the hierarchy must cover
+    every value the noise can publish, not only the values in the data).
+    """
+    steps: dict[str, list[Step]] = {column: [] for column in columns}
+    for column, spec in assignments(texts, "--step", STEP_EXAMPLES):
+        if column not in steps:
+            raise AnonymizationError(
+                f"--step names {column!r}, which is not a quasi-identifier",
+                hint=f"add it to --qi ({', '.join(columns)})",
+            )
+        steps[column].append(_step(column, spec, steps[column], hierarchy_for))
+    sample = None if sample_rate is None else Sample(sample_rate)
+    return Pipeline(tuple(AttributePipeline(c, tuple(s)) for c, s in steps.items()), sample)
+
+
+def _step(
+    column: str,
+    spec: str,
+    before: Sequence[Step],
+    hierarchy_for: Callable[[str, Sequence[object] | None], Hierarchy],
+) -> Step:
+    kind, _, arguments = spec.partition(":")
+    grid = _grid(before)
+    if kind == "generalize":
+        return Generalize(hierarchy_for(column, grid), _level(column, arguments))
+    if kind == "laplace":
+        values = _keywords(column, kind, arguments, LAPLACE_KEYS, required={"epsilon", "lower", "upper"})
+        law = values.pop("law", "discrete")
+        return Laplace(**{k: _number(column, k, v) for k, v in values.items()}, law=law)  # type: ignore[arg-type]
+    if kind == "randomize":
+        values = _keywords(column, kind, arguments, RANDOMIZE_KEYS, required={"epsilon"})
+        hierarchy = hierarchy_for(column, grid)
+        generalized = [s.level for s in before if isinstance(s, Generalize)]
+        if generalized and generalized[-1] > 0:
+            hierarchy = coarsen(hierarchy, generalized[-1])  # randomize among the generalized cells
+        return Randomize(hierarchy=hierarchy, **{k: _number(column, k, v) for k, v in values.items()})
+    raise AnonymizationError(
+        f"unknown step {kind!r} for {column}",
+        hint=f"steps are generalize, laplace and randomize, e.g. {STEP_EXAMPLES}",
+    )
+
+
+def _grid(before: Sequence[Step]) -> list[object] | None:
+    noise = next((s for s in before if isinstance(s, Laplace)), None)
+    if noise is None:
+        return None
+    return [noise.lower + i * noise.unit for i in range(noise.grid_size)]
+
+
+def _level(column: str, text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise AnonymizationError(
+            f"generalize needs a level for {column}, got {text!r}", hint="e.g. workclass=generalize:1"
+        ) from None
+
+
+def _keywords(column: str, kind: str, text: str, allowed: set[str], *, required: set[str]) -> dict[str, str]:
+    pairs = [part.partition("=") for part in text.split(",") if part.strip()]
+    values = {key.strip(): value.strip() for key, _, value in pairs}
+    unknown = sorted(set(values) - allowed)
+    if unknown or any(not separator for _, separator, _ in pairs):
+        raise AnonymizationError(
+            f"cannot read the {kind} step of {column}: {text!r}",
+            hint=f"keys: {', '.join(sorted(allowed))}; e.g. {STEP_EXAMPLES}",
+        )
+    missing = sorted(required - set(values))
+    if missing:
+        raise AnonymizationError(
+            f"the {kind} step of {column} needs {', '.join(missing)}", hint=STEP_EXAMPLES
+        )
+    return values
+
+
+def _number(column: str, key: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise AnonymizationError(f"{key} of {column} must be a number, got {text!r}")
+    return value

@@ -1,0 +1,859 @@
+"""``veil materialize`` and ``veil risk``: sanitized exports for data holders, and their risk scores.
+
+These commands run on the data holder's side, with the original rows: they are not analyst queries and
+spend no privacy budget. What they export carries no DP guarantee (except the noise steps of ``combine``,
+whose ε is per record); each export is scored by the simulated attack of the dissertation's ch. 4 and by
+the classic measures, so the holder sees the risk before the table leaves.
+
+Heavy work stays in the engine: global recoding reads only frequency sets and writes the recoded table
+with one ``COPY``/``CREATE TABLE … AS`` (rows never pass through Python); Mondrian and ``combine`` need
+the rows and read only the columns they use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+import pandas as pd
+
+from anonymizers.combine import combine, recode
+from anonymizers.diversity import DiversityModel, achieved
+from anonymizers.errors import AnonymizationError
+from anonymizers.global_recoding import GlobalRecodingResult, PrivacyModel, anonymize
+from anonymizers.hierarchy import Hierarchy, hierarchy_from_spec
+from anonymizers.metrics import SEARCH_METRICS
+from anonymizers.mondrian import RECODINGS, MondrianResult, mondrian
+from anonymizers.output import OutputTarget, write_frame, write_recoded
+from anonymizers.risk.attack import DEFAULT_OUTLIER_K, DEFAULT_THRESHOLD, AttackResult, simulate_attack
+from anonymizers.risk.classes import class_attack
+from anonymizers.risk.classic import classic_risk
+from anonymizers.risk.pipeline import AttributePipeline, Generalize, Pipeline
+from anonymizers.risk.uniqueness import estimate_population_uniques
+from anonymizers.source import TableSource
+from anonymizers.utility import Holdout, holdout, information_loss, ml_utility
+from proxy.anonymize_options import hierarchy_specs, pipeline_from_steps, split_columns
+from proxy.cli_support import echo_json, friendly_errors, print_table
+from proxy.config import POSTGRES, load_config
+
+ROW_ID = "_veil_row_id"  # the hidden link of a released row to its original (never written out)
+L_VARIANTS = ("distinct", "entropy", "recursive")
+
+
+# --- sources ------------------------------------------------------------------------------------------------
+
+
+def source_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    """Where the original table is: a dataset's table in the policy, or a CSV/Parquet file."""
+    options = [
+        click.option(
+            "--config",
+            "config_path",
+            type=click.Path(path_type=Path, dir_okay=False),
+            default="veil.toml",
+            show_default=True,
+            envvar="VEIL_CONFIG",
+            help="Policy file naming the dataset (also from VEIL_CONFIG).",
+        ),
+        click.option("--dataset", help="Dataset of the policy that holds --table."),
+        click.option("--table", help="Table to read (in the dataset's DuckDB file or PostgreSQL schema)."),
+        click.option(
+            "--input",
+            "input_path",
+            type=click.Path(path_type=Path, dir_okay=False, exists=True),
+            help="Read a CSV or Parquet file instead of a dataset's table.",
+        ),
+        click.option("--delimiter", help="CSV field separator (default: guessed; ARX files use ';')."),
+    ]
+    for option in reversed(options):
+        function = option(function)
+    return function
+
+
+@contextmanager
+def open_source(
+    config_path: Path, dataset: str | None, table: str | None, input_path: Path | None, delimiter: str | None
+) -> Iterator[TableSource]:
+    """The original table, closed when the command ends."""
+    if input_path is not None:
+        if dataset or table:
+            raise AnonymizationError("give either --input or --dataset/--table, not both")
+        opened = (
+            TableSource.parquet(input_path)
+            if input_path.suffix.lower() == ".parquet"
+            else TableSource.csv(input_path, delimiter=_unescape(delimiter))
+        )
+    else:
+        opened = _dataset_table(config_path, dataset, table)
+    with opened as source:
+        yield source
+
+
+def _dataset_table(config_path: Path, dataset: str | None, table: str | None) -> TableSource:
+    if not dataset or not table:
+        raise AnonymizationError(
+            "name the original table with --dataset and --table, or a file with --input",
+            hint="e.g. --dataset demo --table patients, or --input adult.csv --delimiter ';'",
+        )
+    config = load_config(config_path)
+    policy = config.dataset(dataset)
+    if policy is None:
+        raise AnonymizationError(
+            f'dataset "{dataset}" is not declared in {config_path}',
+            hint=f"datasets: {', '.join(config.datasets) or '(none)'}",
+        )
+    if policy.backend == POSTGRES:
+        return TableSource.postgres(policy.resolve_dsn(os.environ), table, schema=policy.schema)
+    assert policy.path is not None
+    return TableSource.duckdb_file(policy.path, table)
+
+
+def _unescape(delimiter: str | None) -> str | None:
+    """``--delimiter '\\t'`` means a tab, as users type it in a shell."""
+    return None if delimiter is None else delimiter.encode().decode("unicode_escape")
+
+
+def _hierarchies(
+    source: TableSource, qis: Sequence[str], specs: dict[str, str], *, engine_text: bool
+) -> dict[str, Hierarchy]:
+    """One hierarchy per QI over its distinct values. Leaves are the engine's text of each value when
+    the engine matches them (global recoding), else Python's (Mondrian, combine read rows)."""
+    hierarchies = {}
+    for column in qis:
+        values, texts = _distinct(source, column)
+        hierarchies[column] = hierarchy_from_spec(
+            column, specs.get(column), values, texts=texts if engine_text else None
+        )
+    return hierarchies
+
+
+def _distinct(source: TableSource, column: str) -> tuple[list[object], list[str]]:
+    natives = source.distinct_values(column, as_text_values=False)
+    texts = source.distinct_values(column)
+    if len(natives) != len(texts):
+        raise AnonymizationError(f"{column} has values that print alike as text; cannot build its hierarchy")
+    return natives, [str(t) for t in _sorted_as(natives, texts)]
+
+
+def _sorted_as(natives: list[object], texts: list[Any]) -> list[Any]:
+    """The text of each native value, in the natives' order (each list comes sorted its own way)."""
+    from anonymizers.combine import value_text
+
+    by_text = {value_text(v): v for v in natives}
+    if set(by_text) == {str(t) for t in texts}:  # Python prints them as the engine does
+        return [value_text(v) for v in natives]
+    numeric = sorted(texts, key=lambda t: float(t))  # DuckDB prints a DOUBLE 39 as 39.0
+    return numeric
+
+
+# --- reports ------------------------------------------------------------------------------------------------
+
+
+def _finish(report: dict[str, Any], report_path: Path | None, as_json: bool) -> None:
+    if report_path is not None:
+        report_path.write_text(json.dumps(report, indent=2, default=_json_default) + "\n", encoding="utf-8")
+    if as_json:
+        echo_json(report)
+        return
+    _print_summary(report)
+    if report_path is not None:
+        click.echo(f"report: {report_path}")
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"cannot write {type(value).__name__} to the report")
+
+
+def _print_summary(report: dict[str, Any]) -> None:
+    attack = report["risk"]["simulated_attack"]
+    rows = [
+        {"measure": "rows in", "value": report["rows_in"]},
+        {"measure": "rows out", "value": report["rows_out"]},
+        *(
+            {"measure": name.replace("_", " "), "value": report["transformation"][name]}
+            for name in ("classes", "suppressed_records")
+            if name in report["transformation"]
+        ),
+        {"measure": "n_q (re-identification: risk 1/n_q)", "value": attack["n_q"]},
+        {"measure": "records at risk 0", "value": attack["records_at_risk_zero"]},
+    ]
+    if attack.get("n_s") is not None:
+        rows.append({"measure": "n_s (revealing: risk 1/n_s)", "value": attack["n_s"]})
+        rows.append(
+            {"measure": "probabilistic revealing risk", "value": attack["probabilistic_revealing_risk"]}
+        )
+    classic = report["risk"].get("classic")
+    if classic:
+        rows.append({"measure": "prosecutor risk (max)", "value": classic["prosecutor_max"]})
+        rows.append({"measure": "marketer risk", "value": classic["marketer"]})
+    for name, value in report.get("utility", {}).get("metrics", {}).items():
+        rows.append({"measure": f"information loss: {name}", "value": value})
+    uti = report.get("utility", {}).get("ml")
+    if uti:
+        rows.append({"measure": f"Uti ({uti['model']})", "value": uti["uti"]})
+    click.echo(f"wrote {report['output']}")
+    print_table(rows, ["measure", "value"])
+
+
+def _progress_callback(label: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
+    """A progress bar on stderr fed by ``(done, total)`` calls, and a function that closes it."""
+    state: dict[str, Any] = {}
+    if not sys.stderr.isatty():  # scripts and CI logs get the result, not a stream of bar redraws
+        return (lambda done, total: None), (lambda: None)
+
+    def update(done: int, total: int) -> None:
+        bar = state.get("bar")
+        if bar is None:
+            bar = click.progressbar(length=total, label=label, file=sys.stderr)
+            bar.__enter__()
+            state["bar"] = bar
+        bar.update(done - bar.pos)
+
+    def close() -> None:
+        if "bar" in state:
+            state["bar"].__exit__(None, None, None)
+
+    return update, close
+
+
+# --- materialize ------------------------------------------------------------------------------------------------
+
+
+@click.group()
+def materialize() -> None:
+    """Export a sanitized copy of a table, with a risk and a utility report.
+
+    \b
+    veil materialize kanon    k-anonymity (optimal global recoding or Mondrian), l-diversity, t-closeness
+    veil materialize combine  generalization + Laplace noise + randomization + sampling (ch. 4)
+
+    The output is a CSV file, a Parquet file, or db:TABLE (a new table next to the original). These
+    commands read the original rows and spend no privacy budget: run them as the data holder.
+    """
+
+
+output_options = [
+    click.option(
+        "--out", "out", required=True, help="PATH.csv, PATH.parquet, or db:TABLE in the source's database."
+    ),
+    click.option("--replace", is_flag=True, help="Overwrite --out if it exists."),
+    click.option(
+        "--report",
+        "report_path",
+        type=click.Path(path_type=Path, dir_okay=False),
+        help="Write the report (JSON).",
+    ),
+    click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of a summary."),
+    click.option(
+        "--utility-target", help="Also score ML utility (Uti) predicting this column (needs [eval])."
+    ),
+    click.option(
+        "--utility-positive", default=">50K", show_default=True, help="Positive class of the target."
+    ),
+    click.option(
+        "--utility-model",
+        type=click.Choice(["svm", "logistic"]),
+        default="logistic",
+        show_default=True,
+        help="Model for Uti: SVM with RBF kernel (as ch. 4) or logistic regression (faster).",
+    ),
+    click.option(
+        "--seed", type=int, help="Seed the random choices (noise, sampling, test split) reproducibly."
+    ),
+]
+
+
+def with_options(options: Sequence[Callable[..., Any]]) -> Callable[..., Any]:
+    def apply(function: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            function = option(function)
+        return function
+
+    return apply
+
+
+@materialize.command(
+    "kanon", short_help="k-anonymity by optimal global recoding or Mondrian, with l-diversity or t-closeness."
+)
+@source_options
+@click.option("--qi", required=True, help="Quasi-identifiers, comma-separated.")
+@click.option(
+    "--sensitive", help="Sensitive attribute (for l-diversity, t-closeness and the revealing risk)."
+)
+@click.option(
+    "--k", "k", type=click.IntRange(min=1), required=True, help="Every released class has ≥ k rows."
+)
+@click.option(
+    "--suppression-limit",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    show_default=True,
+    help="Largest share of rows that may be removed (optimal recoding).",
+)
+@click.option("--l", "l_value", type=float, help="l-diversity of --sensitive in every class.")
+@click.option(
+    "--l-variant", type=click.Choice(L_VARIANTS), default="distinct", show_default=True, help="Which l."
+)
+@click.option(
+    "--c", "c_value", type=float, default=2.0, show_default=True, help="c of recursive (c,l)-diversity."
+)
+@click.option("--t", "t_value", type=click.FloatRange(0, 1), help="t-closeness of --sensitive (EMD).")
+@click.option(
+    "--t-distance",
+    type=click.Choice(["equal", "ordered"]),
+    help="EMD ground distance (default: ordered for numbers, equal otherwise).",
+)
+@click.option(
+    "--hierarchy",
+    "hierarchies",
+    multiple=True,
+    help="COLUMN=SPEC: an ARX CSV file, interval:5,10,20[;top=80;bottom=18], date or suppress. Repeatable.",
+)
+@click.option(
+    "--algorithm",
+    type=click.Choice(["optimal", "mondrian"]),
+    default="optimal",
+    show_default=True,
+    help="Search.",
+)
+@click.option(
+    "--metric", type=click.Choice(SEARCH_METRICS), default="loss", show_default=True, help="Loss to minimize."
+)
+@click.option(
+    "--recoding", type=click.Choice(RECODINGS), default="mean", show_default=True, help="Mondrian numbers."
+)
+@click.option("--relaxed", is_flag=True, help="Mondrian: split ties (relaxed Mondrian).")
+@with_options(output_options)
+@friendly_errors
+def kanon(**options: Any) -> None:
+    """k-anonymize a table (optionally l-diverse or t-close) and export it.
+
+    \b
+    veil materialize kanon --input adult.csv --delimiter ';' \\
+        --qi age,sex,race --k 5 --suppression-limit 0.05 \\
+        --hierarchy age=adult_hierarchy_age.csv --out adult_k5.csv --report k5.json
+    """
+    qis = split_columns(options["qi"], "--qi")
+    model = _privacy_model(options)
+    with open_source(*_source_arguments(options)) as source:
+        source.require_columns([*qis, *([options["sensitive"]] if options["sensitive"] else [])])
+        specs = hierarchy_specs(options["hierarchies"], qis)
+        target = OutputTarget.parse(options["out"])
+        if options["algorithm"] == "optimal":
+            report = _optimal(source, qis, specs, model, target, options)
+        else:
+            report = _mondrian(source, qis, specs, model, target, options)
+    _finish(report, options["report_path"], options["as_json"])
+
+
+def _source_arguments(options: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(options[k] for k in ("config_path", "dataset", "table", "input_path", "delimiter"))
+
+
+def _privacy_model(options: dict[str, Any]) -> PrivacyModel:
+    wants_sensitive = options["l_value"] is not None or options["t_value"] is not None
+    if wants_sensitive and not options["sensitive"]:
+        raise AnonymizationError("--l and --t constrain a sensitive attribute", hint="add --sensitive COLUMN")
+    diversity = DiversityModel(
+        l=options["l_value"],
+        variant=options["l_variant"],
+        c=options["c_value"],
+        t=options["t_value"],
+        distance=options["t_distance"] or "equal",
+    )
+    return PrivacyModel(k=options["k"], diversity=diversity)
+
+
+def _optimal(
+    source: TableSource,
+    qis: list[str],
+    specs: dict[str, str],
+    model: PrivacyModel,
+    target: OutputTarget,
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    hierarchies = _hierarchies(source, qis, specs, engine_text=True)
+    update, close = _progress_callback("searching the generalization lattice")
+    try:
+        result = anonymize(
+            source,
+            qis,
+            [hierarchies[q] for q in qis],
+            model,
+            sensitive=options["sensitive"],
+            suppression_limit=options["suppression_limit"],
+            metric=options["metric"],
+            progress=update,
+        )
+    finally:
+        close()
+    write_recoded(source, result, [hierarchies[q] for q in qis], target, replace=options["replace"])
+    attack = class_attack(_released_sizes(result), result.suppressed_records, _released_sensitive(result))
+    report = _report(
+        "kanon", options, source, target, result.records, result.records - result.suppressed_records
+    )
+    report["transformation"] = result.to_report()
+    report["risk"] = {"simulated_attack": attack.to_dict(), "model": "global recoding: |C_i| = class size"}
+    report["utility"] = {"metrics": result.metrics}
+    if options["utility_target"]:
+        report["utility"]["ml"] = _global_utility(source, hierarchies, result, options)
+    return report
+
+
+def _released_sizes(result: GlobalRecodingResult) -> np.ndarray:
+    return result.classes.counts[~result.suppressed]
+
+
+def _released_sensitive(result: GlobalRecodingResult) -> np.ndarray | None:
+    sensitive = result.classes.sensitive
+    return None if sensitive is None else sensitive[~result.suppressed]
+
+
+def _mondrian(
+    source: TableSource,
+    qis: list[str],
+    specs: dict[str, str],
+    model: PrivacyModel,
+    target: OutputTarget,
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    sensitive = options["sensitive"]
+    frame = source.dataframe(list(dict.fromkeys(source.column_names())))
+    categorical = [q for q in qis if q in specs or not pd.api.types.is_numeric_dtype(frame[q])]
+    hierarchies = _hierarchies(source, categorical, specs, engine_text=False)
+    allowable, matrix_of = _allowable(frame, sensitive, model)
+    result = mondrian(
+        frame,
+        qis,
+        k=model.k,
+        hierarchies=hierarchies,
+        recoding=options["recoding"],
+        relaxed=options["relaxed"],
+        allowable=allowable,
+    )
+    released = result.table.drop(columns=["equivalence_class"])
+    write_frame(released, target, source=source, replace=options["replace"])
+    sizes = np.array([len(rows) for rows in result.partition], dtype=np.int64)
+    matrix = None if matrix_of is None else np.vstack([matrix_of(rows) for rows in result.partition])
+    attack = class_attack(sizes, 0, matrix)
+    report = _report("kanon", options, source, target, len(frame), len(released))
+    report["transformation"] = {
+        "algorithm": "relaxed Mondrian" if options["relaxed"] else "strict Mondrian",
+        "recoding": options["recoding"],
+        "classes": result.summary.classes,
+        "class_sizes": {str(s): c for s, c in sorted(result.summary.class_sizes.items())},
+    }
+    if matrix_of is not None:
+        report["transformation"]["achieved"] = achieved(matrix, matrix_of(np.arange(len(frame)))[0])
+    report["risk"] = {
+        "simulated_attack": attack.to_dict(),
+        "model": "Mondrian: disjoint class boxes, |C_i| ≥ class size (an upper bound on the risk)",
+    }
+    report["utility"] = {
+        "metrics": {"gcp": result.summary.gcp, **{f"ncp_{q}": v for q, v in result.summary.ncp.items()}}
+    }
+    if options["utility_target"]:
+        report["utility"]["ml"] = _mondrian_utility(frame, result, qis, options)
+    return report
+
+
+def _allowable(
+    frame: pd.DataFrame, sensitive: str | None, model: PrivacyModel
+) -> tuple[Callable[[np.ndarray], bool] | None, Callable[[np.ndarray], np.ndarray] | None]:
+    """Mondrian's cut test for the diversity model, and the per-class sensitive-count function."""
+    if sensitive is None:
+        return None, None
+    codes, values = pd.factorize(frame[sensitive].astype(str), sort=True)
+    width = len(values)
+
+    def matrix_of(rows: np.ndarray) -> np.ndarray:
+        return np.bincount(codes[rows], minlength=width)[None, :]
+
+    if not model.diversity.active:
+        return None, matrix_of
+    overall = np.bincount(codes, minlength=width) / len(codes)
+    return (lambda rows: not bool(model.diversity.failing(matrix_of(rows), overall)[0])), matrix_of
+
+
+def _report(
+    command: str,
+    options: dict[str, Any],
+    source: TableSource,
+    target: OutputTarget,
+    rows_in: int,
+    rows_out: int,
+) -> dict[str, Any]:
+    parameters = {
+        key: value
+        for key, value in options.items()
+        if key not in {"config_path", "as_json", "report_path", "replace"} and value not in (None, (), False)
+    }
+    return {
+        "command": f"veil materialize {command}",
+        "source": source.description,
+        "output": options["out"],
+        "parameters": {
+            k: list(v) if isinstance(v, tuple) else (str(v) if isinstance(v, Path) else v)
+            for k, v in parameters.items()
+        },
+        "rows_in": rows_in,
+        "rows_out": rows_out,
+    }
+
+
+# --- utility ------------------------------------------------------------------------------------------------
+
+
+def _split(rows: int, options: dict[str, Any]) -> Holdout:
+    """E and the training rows; reproducible with --seed, else drawn from the OS's randomness."""
+    return holdout(rows, rng=np.random.default_rng(options["seed"]))
+
+
+def _global_utility(
+    source: TableSource,
+    hierarchies: dict[str, Hierarchy],
+    result: GlobalRecodingResult,
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    """Uti of a globally recoded table: the models train on the released rows of the training part
+    (suppressed rows are not released) and are tested on E recoded the same way."""
+    qis = list(result.qi)
+    frame = source.dataframe(list(dict.fromkeys([*qis, options["utility_target"]])))
+    text = frame.astype({q: str for q in qis})
+    pipeline = Pipeline(
+        tuple(
+            AttributePipeline(q, (Generalize(hierarchies[q], level),))
+            for q, level in result.level_map.items()
+        )
+    )
+    released = recode(text, pipeline)
+    split = _split(len(frame), options)
+    kept = ~_suppressed_rows(text, hierarchies, result)
+    train = split.train[kept[split.train]]
+    return _score(frame, released, train, split.test, qis, options)
+
+
+def _suppressed_rows(
+    text: pd.DataFrame, hierarchies: dict[str, Hierarchy], result: GlobalRecodingResult
+) -> np.ndarray:
+    """Which rows fall in a suppressed class: each row's label codes matched against the class table."""
+    codes = np.column_stack(
+        [
+            hierarchies[q].codes[level][hierarchies[q].leaf_codes(text[q])]
+            for q, level in zip(result.qi, result.levels, strict=True)
+        ]
+    )
+    classes = pd.DataFrame(result.classes.labels, columns=list(result.qi)).assign(
+        _suppressed=result.suppressed
+    )
+    rows = pd.DataFrame(codes, columns=list(result.qi))
+    return rows.merge(classes, on=list(result.qi), how="left")["_suppressed"].to_numpy(dtype=bool)
+
+
+def _mondrian_utility(
+    frame: pd.DataFrame, result: MondrianResult, qis: list[str], options: dict[str, Any]
+) -> dict[str, Any]:
+    split = _split(len(frame), options)
+    return _score(frame, result.table, split.train, split.test, qis, options)
+
+
+def _score(
+    original: pd.DataFrame,
+    released: pd.DataFrame,
+    train: np.ndarray,
+    test: np.ndarray,
+    qis: list[str],
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    """Uti with E = ``test`` rows: ``released`` holds every row in the released schema, in input order."""
+    utility = ml_utility(
+        original_train=original.iloc[train],
+        released_train=released.iloc[train],
+        original_test=original.iloc[test],
+        released_test=released.iloc[test],
+        target=options["utility_target"],
+        features=qis,
+        positive=options["utility_positive"],
+        model=options["utility_model"],
+    )
+    return utility.to_dict()
+
+
+# --- combine ------------------------------------------------------------------------------------------------
+
+attack_options = [
+    click.option(
+        "--threshold",
+        type=click.FloatRange(0, 1, min_open=True),
+        default=DEFAULT_THRESHOLD,
+        show_default=True,
+        help="T: probability mass of the attacker's high-confidence region.",
+    ),
+    click.option(
+        "--outlier-k",
+        type=click.FloatRange(0, min_open=True),
+        default=DEFAULT_OUTLIER_K,
+        show_default=True,
+        help="k of the sampling simulator's outlier threshold T' = k·α.",
+    ),
+]
+step_option = click.option(
+    "--step",
+    "steps",
+    multiple=True,
+    help="COLUMN=generalize:LEVEL | laplace:epsilon=E,lower=L,upper=U[,unit=1] | randomize:epsilon=E. "
+    "Repeatable; a column's steps run in the order given.",
+)
+hierarchy_option = click.option(
+    "--hierarchy",
+    "hierarchies",
+    multiple=True,
+    help="COLUMN=SPEC: an ARX CSV file, interval:5,10,20[;top=80], date or suppress. Repeatable.",
+)
+
+
+@materialize.command(
+    "combine", short_help="Generalize, add noise, randomize and sample (ch. 4), then score the risk."
+)
+@source_options
+@click.option("--qi", required=True, help="Quasi-identifiers, comma-separated.")
+@click.option("--sensitive", help="Sensitive attribute (for the revealing risk).")
+@hierarchy_option
+@step_option
+@click.option(
+    "--sample",
+    "sample_rate",
+    type=click.FloatRange(0, 1, min_open=True),
+    help="Keep each row with this probability.",
+)
+@with_options(attack_options)
+@with_options(output_options)
+@friendly_errors
+def combine_command(**options: Any) -> None:
+    """Combined de-identification (ch. 4): generalize, add noise, randomize, sample — then score the risk.
+
+    \b
+    veil materialize combine --input adult.csv --qi age,workclass,marital-status \\
+        --step age=laplace:epsilon=0.5,lower=17,upper=90 \\
+        --step workclass=generalize:1 --hierarchy workclass=workclass.csv \\
+        --step marital-status=randomize:epsilon=0.5 --sample 0.8 --out released.parquet
+    """
+    qis = split_columns(options["qi"], "--qi")
+    with open_source(*_source_arguments(options)) as source:
+        sensitive = options["sensitive"]
+        source.require_columns([*qis, *([sensitive] if sensitive else [])])
+        frame = source.dataframe(source.column_names())
+        target = OutputTarget.parse(options["out"])
+        pipeline = _pipeline(frame, qis, options)
+        released = combine(frame, pipeline, seed=options["seed"])
+        write_frame(released.table, target, source=source, replace=options["replace"])
+        report = _report("combine", options, source, target, len(frame), len(released.table))
+    report["transformation"] = released.report.to_dict()
+    attack = _attack(frame, released.table, released.row_ids, pipeline, options)
+    report["risk"] = {
+        "simulated_attack": attack.to_dict(),
+        "classic": vars(classic_risk(released.table, qis)),
+    }
+    report["utility"] = {"metrics": _loss_metrics(frame, released.table, released.row_ids, qis)}
+    if options["utility_target"]:
+        split = _split(len(frame), options)
+        train = np.flatnonzero(np.isin(released.row_ids, split.train))
+        released_test = recode(frame.iloc[split.test], pipeline)
+        utility = ml_utility(
+            original_train=frame.iloc[split.train],
+            released_train=released.table.iloc[train],
+            original_test=frame.iloc[split.test],
+            released_test=released_test,
+            target=options["utility_target"],
+            features=qis,
+            positive=options["utility_positive"],
+            model=options["utility_model"],
+        )
+        report["utility"]["ml"] = utility.to_dict()
+    _finish(report, options["report_path"], options["as_json"])
+
+
+def _loss_metrics(
+    original: pd.DataFrame, released: pd.DataFrame, row_ids: np.ndarray, qis: list[str]
+) -> dict[str, float]:
+    """Per QI: the share of released cells that differ from the original, and the mean absolute error
+    where the values are numbers (what the noise costs)."""
+    loss = information_loss(original, released, row_ids=row_ids, columns=qis)
+    metrics = {"released_share": loss.released_share}
+    for column in loss.columns:
+        metrics[f"changed_share_{column.attribute}"] = column.changed_share
+        if column.mean_absolute_error is not None:
+            metrics[f"mean_absolute_error_{column.attribute}"] = column.mean_absolute_error
+    return metrics
+
+
+def _pipeline(frame: pd.DataFrame, qis: list[str], options: dict[str, Any]) -> Pipeline:
+    specs = hierarchy_specs(options["hierarchies"], qis)
+    cache: dict[tuple[str, bool], Hierarchy] = {}
+
+    def hierarchy_for(column: str, grid: Sequence[object] | None) -> Hierarchy:
+        key = (column, grid is None)
+        if key not in cache:
+            values = grid if grid is not None else sorted(frame[column].dropna().unique().tolist())
+            cache[key] = hierarchy_from_spec(column, specs.get(column), list(values))
+        return cache[key]
+
+    steps = list(options["steps"])
+    stepped = {text.partition("=")[0].strip() for text in steps}
+    steps += [f"{column}=generalize:0" for column in qis if column not in stepped]  # match by ancestry
+    return pipeline_from_steps(steps, qis, hierarchy_for, sample_rate=options.get("sample_rate"))
+
+
+def _attack(
+    original: pd.DataFrame,
+    released: pd.DataFrame,
+    row_ids: np.ndarray,
+    pipeline: Pipeline,
+    options: dict[str, Any],
+) -> AttackResult:
+    return simulate_attack(
+        original,
+        released.assign(**{ROW_ID: row_ids}),
+        pipeline,
+        row_id=ROW_ID,
+        sensitive=options["sensitive"],
+        threshold=options["threshold"],
+        outlier_k=options["outlier_k"],
+    )
+
+
+# --- risk ---------------------------------------------------------------------------------------------------
+
+
+@click.command("risk")
+@source_options
+@click.option(
+    "--released",
+    help="The released table: PATH.csv, PATH.parquet or db:TABLE. Without it the source itself is scored "
+    "with the classic measures only.",
+)
+@click.option("--released-delimiter", help="CSV field separator of --released (default: guessed).")
+@click.option("--qi", required=True, help="Quasi-identifiers, comma-separated.")
+@click.option("--sensitive", help="Sensitive attribute (for the revealing risk).")
+@hierarchy_option
+@step_option
+@click.option(
+    "--sample", "sample_rate", type=click.FloatRange(0, 1, min_open=True), help="α if rows were sampled."
+)
+@click.option(
+    "--link",
+    help="Column holding the same row id in both tables (default: rows are in the same order, as ARX writes).",
+)
+@with_options(attack_options)
+@click.option(
+    "--sampling-fraction",
+    type=click.FloatRange(0, 1, min_open=True),
+    help="λ: table = sample of a population.",
+)
+@click.option(
+    "--population", type=click.IntRange(min=1), help="N_0: the population size (for population uniques)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@friendly_errors
+def risk(**options: Any) -> None:
+    """Score a released table: simulated attack (ch. 4 Algorithm 2) and classic re-identification risks.
+
+    \b
+    veil risk --input adult.csv --delimiter ';' --released adult_k5.csv \\
+        --qi age,sex,race --hierarchy age=adult_hierarchy_age.csv --hierarchy race=suppress
+
+    The attacker knows each original record's quasi-identifiers and how the table was made (--hierarchy,
+    --step, --sample describe it); the evaluator knows which released row came from which original row
+    (--link, or the row order).
+    """
+    qis = split_columns(options["qi"], "--qi")
+    sensitive = options["sensitive"]
+    columns = [*qis, *([sensitive] if sensitive else [])]
+    with open_source(*_source_arguments(options)) as source:
+        source.require_columns([*columns, *([options["link"]] if options["link"] else [])])
+        original = source.dataframe(source.column_names())
+        released = _read_released(source, options) if options["released"] else original
+    report: dict[str, Any] = {"records": len(original), "released": len(released)}
+    if options["released"]:
+        row_ids = _link(original, released, options["link"])
+        pipeline = _pipeline(original, qis, options)
+        report["simulated_attack"] = _attack(original, released, row_ids, pipeline, options).to_dict()
+    report["classic"] = vars(classic_risk(released, qis, sampling_fraction=options["sampling_fraction"]))
+    if options["population"] and options["sampling_fraction"]:
+        report["population_uniques"] = vars(_uniques(released, qis, options))
+    if options["as_json"]:
+        echo_json(report)
+        return
+    print_table(_flatten(report), ["measure", "value"])
+
+
+def _read_released(source: TableSource, options: dict[str, Any]) -> pd.DataFrame:
+    text = options["released"]
+    if text.startswith("db:"):
+        with _dataset_table(options["config_path"], options["dataset"], text[3:]) as released:
+            return released.dataframe(released.column_names())
+    path = Path(text)
+    if not path.exists():
+        raise AnonymizationError(f"released table {path} does not exist")
+    opened = (
+        TableSource.parquet(path)
+        if path.suffix.lower() == ".parquet"
+        else TableSource.csv(path, delimiter=_unescape(options["released_delimiter"]))
+    )
+    with opened as released:
+        return released.dataframe(released.column_names())
+
+
+def _link(original: pd.DataFrame, released: pd.DataFrame, column: str | None) -> np.ndarray:
+    """Each released row's position in ``original``."""
+    if column is None:
+        if len(released) != len(original):
+            raise AnonymizationError(
+                f"the released table has {len(released)} rows and the original {len(original)}",
+                hint="without --link the rows must correspond one to one, in order",
+            )
+        return np.arange(len(original))
+    if column not in released.columns:
+        raise AnonymizationError(f"the released table has no --link column {column!r}")
+    positions = pd.Series(np.arange(len(original)), index=original[column])
+    if not positions.index.is_unique:
+        raise AnonymizationError(f"--link column {column!r} repeats values in the original table")
+    found = positions.reindex(released[column])
+    if found.isna().any():
+        raise AnonymizationError(f"some released rows have a {column} that is not in the original table")
+    return found.to_numpy(dtype=np.int64)
+
+
+def _uniques(released: pd.DataFrame, qis: list[str], options: dict[str, Any]) -> Any:
+    frequencies = released.groupby(qis, dropna=False).size().to_numpy()
+    cells = float(np.prod([released[q].nunique(dropna=False) for q in qis]))
+    return estimate_population_uniques(
+        frequencies,
+        cells=cells,
+        population=options["population"],
+        sampling_fraction=options["sampling_fraction"],
+    )
+
+
+def _flatten(report: dict[str, Any], prefix: str = "") -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for key, value in report.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            rows += _flatten(value, f"{name}.")
+        elif not isinstance(value, list):
+            rows.append({"measure": name, "value": value})
+    return rows
