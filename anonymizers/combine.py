@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from anonymizers.errors import AnonymizationError, HierarchyError
-from anonymizers.hierarchy import Hierarchy
+from anonymizers.hierarchy import Hierarchy, value_text
 from anonymizers.risk.pipeline import Generalize, Laplace, Pipeline, Randomize, Step
 from anonymizers.risk.simulators import randomize_matrix
 
@@ -191,15 +191,6 @@ def leaf_codes(values: np.ndarray, hierarchy: Hierarchy, *, attribute: str) -> n
             hint="replace them with a value of the hierarchy (e.g. '?') before de-identifying",
         )
     return hierarchy.leaf_codes(value_text(v) for v in distinct)[codes]
-
-
-def value_text(value: object) -> str:
-    """How the engine prints a value as text: integral numbers without a decimal point."""
-    if isinstance(value, float | np.floating) and float(value).is_integer():
-        return str(int(value))
-    if isinstance(value, float | np.floating):
-        return repr(float(value))
-    return str(value)
 
 
 def describe(step: Step) -> dict[str, Any]:

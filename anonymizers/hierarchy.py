@@ -178,14 +178,14 @@ def interval_hierarchy(
     (``[35, 40)``). ``bottom``/``top`` code the tails: every value ≤ bottom (≥ top) becomes the leaf-level
     bucket ``<=bottom`` (``>=top``) at level 1 and above, so that a few extreme values neither widen every
     interval nor stay unique (spec §2; thresholds come from policy, never from the private maximum).
-    ``leaf_text`` gives the engine's text of a value where it differs from :func:`number_text` (DuckDB
+    ``leaf_text`` gives the engine's text of a value where it differs from :func:`value_text` (DuckDB
     prints a DOUBLE 39 as ``39.0``).
     """
     _check_widths(attribute, widths)
     distinct = sorted(set(values))
     integral = all(float(v).is_integer() for v in distinct) and all(float(w).is_integer() for w in widths)
     text = leaf_text or {}
-    leaves = tuple(text.get(v, number_text(v)) for v in distinct)
+    leaves = tuple(text.get(v, value_text(v)) for v in distinct)
     levels = [leaves]
     for width in widths:
         levels.append(tuple(_interval_label(v, width, integral, bottom, top) for v in distinct))
@@ -208,18 +208,21 @@ def _interval_label(
     value: float, width: float, integral: bool, bottom: float | None, top: float | None
 ) -> str:
     if bottom is not None and value <= bottom:
-        return f"<={number_text(bottom)}"
+        return f"<={value_text(bottom)}"
     if top is not None and value >= top:
-        return f">={number_text(top)}"
+        return f">={value_text(top)}"
     start = math.floor(value / width) * width
     if integral:
         return f"{int(start)}-{int(start + width - 1)}"
-    return f"[{number_text(start)}, {number_text(start + width)})"
+    return f"[{value_text(start)}, {value_text(start + width)})"
 
 
-def number_text(value: float) -> str:
-    """How the engine prints the number as text: integers without a decimal point."""
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
+def value_text(value: object) -> str:
+    """How the engine prints a value as text: integral numbers without a decimal point (DuckDB prints an
+    INTEGER 39 as ``39``; a DOUBLE column is matched through its own text, see ``leaf_text``)."""
+    if isinstance(value, float | np.floating):
+        return str(int(value)) if float(value).is_integer() else repr(float(value))
+    return str(value)
 
 
 def date_hierarchy(attribute: str, values: Iterable[date]) -> Hierarchy:

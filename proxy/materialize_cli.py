@@ -28,7 +28,7 @@ from anonymizers.combine import combine, recode
 from anonymizers.diversity import DiversityModel, achieved
 from anonymizers.errors import AnonymizationError
 from anonymizers.global_recoding import GlobalRecodingResult, PrivacyModel, anonymize
-from anonymizers.hierarchy import Hierarchy, hierarchy_from_spec
+from anonymizers.hierarchy import Hierarchy, hierarchy_from_spec, value_text
 from anonymizers.metrics import SEARCH_METRICS
 from anonymizers.mondrian import RECODINGS, MondrianResult, mondrian
 from anonymizers.output import OutputTarget, write_frame, write_recoded
@@ -144,8 +144,6 @@ def _distinct(source: TableSource, column: str) -> tuple[list[object], list[str]
 
 def _sorted_as(natives: list[object], texts: list[Any]) -> list[Any]:
     """The text of each native value, in the natives' order (each list comes sorted its own way)."""
-    from anonymizers.combine import value_text
-
     by_text = {value_text(v): v for v in natives}
     if set(by_text) == {str(t) for t in texts}:  # Python prints them as the engine does
         return [value_text(v) for v in natives]

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from anonymizers.errors import AnonymizationError
+from anonymizers.hierarchy import value_text
 from anonymizers.risk.counting import Constraint, count_in_regions
 from anonymizers.risk.pipeline import AttributePipeline, Generalize, Pipeline
 from anonymizers.risk.simulators import GeneralizationSimulator, PerturbationSimulator
@@ -170,8 +171,9 @@ def _encode(
             hint="generalize once, to the highest level wanted",
         )
     hierarchy = attribute.steps[0].hierarchy if attribute.steps else None
-    query, originals = pd.factorize(original.astype(str))
-    codes, labels = pd.factorize(released.astype(str))
+    query, originals = pd.factorize(original)
+    codes, labels = pd.factorize(released)
+    originals, labels = [value_text(v) for v in originals], [value_text(v) for v in labels]
     allowed = GeneralizationSimulator(attribute.attribute, hierarchy).allowed(list(originals), list(labels))
     return query.astype(np.int64), codes.astype(np.int64), allowed, allowed
 

@@ -27,7 +27,7 @@ from functools import cached_property
 import numpy as np
 
 from anonymizers.errors import AnonymizationError, HierarchyError
-from anonymizers.hierarchy import Hierarchy, number_text
+from anonymizers.hierarchy import Hierarchy, value_text
 from anonymizers.risk.pipeline import AttributePipeline, Generalize, Laplace, Randomize
 
 MAX_MATRIX_CELLS = 50_000_000
@@ -150,7 +150,7 @@ class PerturbationSimulator:
         first = self._first
         if isinstance(first, Laplace):
             return _grid_codes(first, values, self.attribute)
-        return first.hierarchy.leaf_codes(str(v) for v in values)
+        return first.hierarchy.leaf_codes(value_text(v) for v in values)
 
     @cached_property
     def _distribution(self) -> tuple[np.ndarray, tuple[str, ...]]:
@@ -158,7 +158,7 @@ class PerturbationSimulator:
         first = self._first
         if isinstance(first, Laplace):
             matrix = laplace_matrix(first)
-            labels = tuple(number_text(first.lower + i * first.unit) for i in range(first.grid_size))
+            labels = tuple(value_text(first.lower + i * first.unit) for i in range(first.grid_size))
         elif isinstance(first, Randomize):
             matrix, labels = randomize_matrix(first), first.hierarchy.leaves
         else:

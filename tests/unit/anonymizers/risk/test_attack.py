@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from anonymizers.errors import AnonymizationError
-from anonymizers.hierarchy import Hierarchy, interval_hierarchy, number_text
+from anonymizers.hierarchy import Hierarchy, interval_hierarchy, value_text
 from anonymizers.risk.attack import candidate_sizes, simulate_attack
 from anonymizers.risk.pipeline import AttributePipeline, Generalize, Laplace, Pipeline, Randomize, Sample
 from anonymizers.risk.simulators import PerturbationSimulator, laplace_matrix
@@ -214,5 +214,5 @@ def test_vectorized_attack_agrees_with_brute_force(seed: int) -> None:
 
 def test_numeric_labels_of_the_grid_match_hierarchy_leaves() -> None:
     step = Laplace(1.0, lower=17, upper=20)
-    assert [number_text(17 + i) for i in range(step.grid_size)] == ["17", "18", "19", "20"]
+    assert [value_text(17 + i) for i in range(step.grid_size)] == ["17", "18", "19", "20"]
     assert laplace_matrix(step).shape == (4, 4)
