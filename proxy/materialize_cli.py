@@ -340,9 +340,10 @@ def kanon(**options: Any) -> None:
     """k-anonymize a table (optionally l-diverse or t-close) and export it.
 
     \b
-    veil materialize kanon --input adult.csv --delimiter ';' \\
-        --qi age,sex,race --k 5 --suppression-limit 0.05 \\
-        --hierarchy age=adult_hierarchy_age.csv --out adult_k5.csv --report k5.json
+    Example:
+      veil materialize kanon --input adult.csv --delimiter ';' \\
+          --qi age,sex,race --k 5 --suppression-limit 0.05 \\
+          --hierarchy age=adult_hierarchy_age.csv --out adult_k5.csv --report k5.json
     """
     qis = split_columns(options["qi"], "--qi")
     model = _privacy_model(options)
@@ -644,10 +645,11 @@ def combine_command(**options: Any) -> None:
     """Combined de-identification (ch. 4): generalize, add noise, randomize, sample — then score the risk.
 
     \b
-    veil materialize combine --input adult.csv --qi age,workclass,marital-status \\
-        --step age=laplace:epsilon=0.5,lower=17,upper=90 \\
-        --step workclass=generalize:1 --hierarchy workclass=workclass.csv \\
-        --step marital-status=randomize:epsilon=0.5 --sample 0.8 --out released.parquet
+    Example:
+      veil materialize combine --input adult.csv --qi age,workclass,marital-status \\
+          --step age=laplace:epsilon=0.5,lower=17,upper=90 \\
+          --step workclass=generalize:1 --hierarchy workclass=workclass.csv \\
+          --step marital-status=randomize:epsilon=0.5 --sample 0.8 --out released.parquet
     """
     qis = split_columns(options["qi"], "--qi")
     with open_source(*_source_arguments(options)) as source:
@@ -770,8 +772,9 @@ def risk(**options: Any) -> None:
     """Score a released table: simulated attack (ch. 4 Algorithm 2) and classic re-identification risks.
 
     \b
-    veil risk --input adult.csv --delimiter ';' --released adult_k5.csv \\
-        --qi age,sex,race --hierarchy age=adult_hierarchy_age.csv --hierarchy race=suppress
+    Example:
+      veil risk --input adult.csv --delimiter ';' --released adult_k5.csv \\
+          --qi age,sex,race --hierarchy age=adult_hierarchy_age.csv --hierarchy race=suppress
 
     The attacker knows each original record's quasi-identifiers and how the table was made (--hierarchy,
     --step, --sample describe it); the evaluator knows which released row came from which original row
