@@ -27,7 +27,17 @@ from budget.errors import InvalidBudgetError, UnknownAnalystError
 from budget.ledger import RENEWALS, Balance, DatasetCap, Ledger, check_name
 from budget.loss import PrivacyLoss
 from proxy import __version__
-from proxy.cli_support import Column, as_records, echo_json, emit, emit_one, friendly_errors, print_table
+from proxy.cli_support import (
+    Column,
+    as_records,
+    config_option,
+    echo_json,
+    emit,
+    emit_one,
+    friendly_errors,
+    json_option,
+    print_table,
+)
 from proxy.config import POSTGRES, ColumnPolicy, DatasetPolicy, TablePolicy, VeilConfig, load_config
 from proxy.errors import ConfigError
 from proxy.ledger_access import accountants, dataset_accountant, describe_ledger, mask_dsn, open_ledger
@@ -40,16 +50,6 @@ DEMO_PASSWORD = "veil-demo"
 DEMO_EPSILON = 10.0
 NEVER = "never"  # --renew never: the grant stops renewing
 
-config_option = click.option(
-    "--config",
-    "config_path",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default="veil.toml",
-    show_default=True,
-    envvar="VEIL_CONFIG",
-    help="Policy file (also from the VEIL_CONFIG environment variable).",
-)
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 password_stdin_option = click.option(
     "--password-stdin", is_flag=True, help="Read the password from standard input (for scripts)."
 )

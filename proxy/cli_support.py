@@ -24,6 +24,18 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default="veil.toml",
+    show_default=True,
+    envvar="VEIL_CONFIG",
+    help="Policy file (also from the VEIL_CONFIG environment variable).",
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+
+
 def friendly_errors(function: Callable[P, R]) -> Callable[P, R]:
     """Turn Veil's domain errors into one line on stderr (plus a detail and a hint) and exit status 1."""
 

@@ -40,7 +40,7 @@ from anonymizers.risk.uniqueness import estimate_population_uniques
 from anonymizers.source import TableSource
 from anonymizers.utility import Holdout, holdout, information_loss, ml_utility
 from proxy.anonymize_options import hierarchy_specs, pipeline_from_steps, split_columns
-from proxy.cli_support import echo_json, friendly_errors, print_table
+from proxy.cli_support import config_option, echo_json, friendly_errors, json_option, print_table
 from proxy.config import POSTGRES, load_config
 
 ROW_ID = "_veil_row_id"  # the hidden link of a released row to its original (never written out)
@@ -53,15 +53,7 @@ L_VARIANTS = ("distinct", "entropy", "recursive")
 def source_options(function: Callable[..., Any]) -> Callable[..., Any]:
     """Where the original table is: a dataset's table in the policy, or a CSV/Parquet file."""
     options = [
-        click.option(
-            "--config",
-            "config_path",
-            type=click.Path(path_type=Path, dir_okay=False),
-            default="veil.toml",
-            show_default=True,
-            envvar="VEIL_CONFIG",
-            help="Policy file naming the dataset (also from VEIL_CONFIG).",
-        ),
+        config_option,
         click.option("--dataset", help="Dataset of the policy that holds --table."),
         click.option("--table", help="Table to read (in the dataset's DuckDB file or PostgreSQL schema)."),
         click.option(
@@ -254,7 +246,7 @@ output_options = [
         type=click.Path(path_type=Path, dir_okay=False),
         help="Write the report (JSON).",
     ),
-    click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of a summary."),
+    json_option,
     click.option(
         "--utility-target", help="Also score ML utility (Uti) predicting this column (needs [eval])."
     ),
@@ -766,7 +758,7 @@ def _attack(
 @click.option(
     "--population", type=click.IntRange(min=1), help="N_0: the population size (for population uniques)."
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@json_option
 @friendly_errors
 def risk(**options: Any) -> None:
     """Score a released table: simulated attack (ch. 4 Algorithm 2) and classic re-identification risks.
