@@ -785,6 +785,8 @@ def risk(**options: Any) -> None:
         pipeline = _pipeline(original, qis, options)
         report["simulated_attack"] = _attack(original, released, row_ids, pipeline, options).to_dict()
     report["classic"] = vars(classic_risk(released, qis, sampling_fraction=options["sampling_fraction"]))
+    if sensitive:
+        report["diversity"] = _achieved_diversity(released, qis, sensitive)
     if options["population"] and options["sampling_fraction"]:
         report["population_uniques"] = vars(_uniques(released, qis, options))
     if options["as_json"]:
@@ -828,6 +830,13 @@ def _link(original: pd.DataFrame, released: pd.DataFrame, column: str | None) ->
     if found.isna().any():
         raise AnonymizationError(f"some released rows have a {column} that is not in the original table")
     return found.to_numpy(dtype=np.int64)
+
+
+def _achieved_diversity(released: pd.DataFrame, qis: list[str], sensitive: str) -> dict[str, float]:
+    """The l each variant reaches (the weakest class) and the largest EMD t (equal distance)."""
+    counts = released.astype({sensitive: str}).groupby(qis, dropna=False)[sensitive].value_counts()
+    matrix = counts.unstack(fill_value=0).to_numpy()
+    return achieved(matrix, matrix.sum(axis=0) / matrix.sum())
 
 
 def _uniques(released: pd.DataFrame, qis: list[str], options: dict[str, Any]) -> Any:

@@ -105,6 +105,8 @@ def test_risk_command_agrees_with_the_report_on_a_linked_release(data: dict[str,
     assert result["simulated_attack"]["n_q"] == expected["n_q"] == result["classic"]["achieved_k"] >= 4
     assert result["simulated_attack"]["n_s"] == expected["n_s"]
     assert result["simulated_attack"]["records_at_risk_zero"] == 0
+    assert result["diversity"]["distinct_l"] == expected["n_s"]
+    assert 0 <= result["diversity"]["t"] <= 1
 
 
 def test_l_diversity_holds_in_every_released_class(data: dict[str, Path]) -> None:
@@ -196,3 +198,12 @@ def test_existing_output_file_is_kept_without_replace(data: dict[str, Path]) -> 
     assert "--replace" in result.output and out.read_text() == "precious\n"
     veil("materialize", "kanon", "--input", data["csv"], "--qi", "sex", "--k", 2, "--out", out, "--replace")
     assert len(pd.read_csv(out)) == ROWS
+
+
+def test_parquet_input_is_read_like_csv(data: dict[str, Path]) -> None:
+    parquet = data["dir"] / "people.parquet"
+    duckdb.sql(f"COPY (SELECT * FROM read_csv_auto('{data['csv']}')) TO '{parquet}' (FORMAT parquet)")
+    out = data["dir"] / "from_parquet.csv"
+    veil("materialize", "kanon", "--input", parquet, "--qi", ",".join(QIS), "--k", 5,
+         "--hierarchy", f"zip={data['zip']}", "--out", out)  # fmt: skip
+    assert class_sizes(pd.read_csv(out)).min() >= 5
