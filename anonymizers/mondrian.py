@@ -48,6 +48,8 @@ from anonymizers.hierarchy import Hierarchy
 Recoding = Literal["mean", "range", "median"]
 Allowable = Callable[[np.ndarray], bool]
 RECODINGS: tuple[Recoding, ...] = ("mean", "range", "median")
+CategoricalLabel = Literal["lca", "set"]
+CATEGORICAL_LABELS: tuple[CategoricalLabel, ...] = ("lca", "set")
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,7 @@ def mondrian(
     relaxed: bool = False,
     allowable: Allowable | None = None,
     class_column: str = "equivalence_class",
+    categorical: CategoricalLabel = "lca",
 ) -> MondrianResult:
     """k-anonymize ``data`` on ``qis`` by Mondrian; QIs with a hierarchy are categorical, others numeric.
 
@@ -84,7 +87,11 @@ def mondrian(
     ``allowable(rows)`` gets the 0-based row positions (``iloc``) of a candidate class; it must hold for
     both sides of every cut and for the whole table (else :class:`InfeasibleError`). Columns other than the
     QIs pass through unchanged. Nothing is suppressed: with at least k rows Mondrian always reaches k.
+    ``categorical="set"`` publishes each class's categorical values as a set (``{Private,State-gov}``)
+    instead of their lowest common ancestor, and measures GCP the same way.
     """
+    if categorical not in CATEGORICAL_LABELS:
+        raise AnonymizationError(f"unknown categorical label {categorical!r}", hint="use lca or set")
     frame = data if isinstance(data, pd.DataFrame) else pd.DataFrame(data)
     trees = dict(hierarchies or {})
     _check(frame, qis, k=k, recoding=recoding, class_column=class_column)
@@ -99,9 +106,9 @@ def mondrian(
     classes[order] = np.repeat(np.arange(len(sizes)), sizes)
     table = frame.copy()
     for column, dimension in zip(qis, dimensions, strict=True):
-        table[column] = _recode(frame[column], dimension, classes, order, sizes, recoding)
+        table[column] = _recode(frame[column], dimension, classes, order, sizes, recoding, categorical)
     table[class_column] = classes
-    score, ncp = partition_gcp(frame, classes, qis, trees)
+    score, ncp = partition_gcp(frame, classes, qis, trees, categorical=categorical)
     histogram = np.bincount(sizes)
     summary = MondrianSummary(
         classes=len(sizes),
@@ -316,11 +323,15 @@ def _recode(
     order: np.ndarray,
     sizes: np.ndarray,
     recoding: Recoding,
+    categorical: CategoricalLabel,
 ) -> np.ndarray:
-    """The published value of every row: its class's LCA label, or mean / lower median / ``[min-max]``."""
+    """The published value of every row: its class's LCA label (or the set of its values), or mean /
+    lower median / ``[min-max]``."""
     starts = np.cumsum(sizes) - sizes
     ranks = dimension.ranks[order]
     low, high = np.minimum.reduceat(ranks, starts), np.maximum.reduceat(ranks, starts)
+    if isinstance(dimension, _TreeDimension) and categorical == "set":
+        return _value_sets(dimension, ranks, starts)[classes]
     if isinstance(dimension, _TreeDimension):
         return _ancestor_labels(dimension, low, high)[classes]
     if recoding == "mean":
@@ -330,6 +341,17 @@ def _recode(
         return dimension.distinct[middle % dimension.size].astype(values.dtype)[classes]
     bounds = zip(dimension.distinct[low], dimension.distinct[high], strict=True)
     return np.array([f"[{_text(a)}-{_text(b)}]" for a, b in bounds], dtype=object)[classes]
+
+
+def _value_sets(dimension: _TreeDimension, ranks: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per class, ``{a,b}``: its distinct values in tree order (one value: the value itself), as anonypy
+    publishes them — less loss than the LCA label when a class holds a few values of a large subtree."""
+    leaves = dimension.hierarchy.leaves
+    labels = np.empty(len(starts), dtype=object)
+    for index, run in enumerate(np.split(ranks, starts[1:])):
+        values = [leaves[dimension.leaf_at[r]] for r in np.unique(run)]
+        labels[index] = values[0] if len(values) == 1 else "{" + ",".join(values) + "}"
+    return labels
 
 
 def _ancestor_labels(dimension: _TreeDimension, low: np.ndarray, high: np.ndarray) -> np.ndarray:

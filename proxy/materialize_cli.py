@@ -30,7 +30,7 @@ from anonymizers.errors import AnonymizationError
 from anonymizers.global_recoding import GlobalRecodingResult, PrivacyModel, anonymize
 from anonymizers.hierarchy import Hierarchy, hierarchy_from_spec, value_text
 from anonymizers.metrics import SEARCH_METRICS
-from anonymizers.mondrian import RECODINGS, MondrianResult, mondrian
+from anonymizers.mondrian import CATEGORICAL_LABELS, RECODINGS, MondrianResult, mondrian
 from anonymizers.output import OutputTarget, write_frame, write_recoded
 from anonymizers.risk.attack import DEFAULT_OUTLIER_K, DEFAULT_THRESHOLD, AttackResult, simulate_attack
 from anonymizers.risk.classes import class_attack
@@ -326,6 +326,13 @@ def with_options(options: Sequence[Callable[..., Any]]) -> Callable[..., Any]:
     "--recoding", type=click.Choice(RECODINGS), default="mean", show_default=True, help="Mondrian numbers."
 )
 @click.option("--relaxed", is_flag=True, help="Mondrian: split ties (relaxed Mondrian).")
+@click.option(
+    "--categorical",
+    type=click.Choice(CATEGORICAL_LABELS),
+    default="lca",
+    show_default=True,
+    help="Mondrian: publish a class's categories as their common ancestor, or as the set of its values.",
+)
 @with_options(output_options)
 @friendly_errors
 def kanon(**options: Any) -> None:
@@ -434,6 +441,7 @@ def _mondrian(
         recoding=options["recoding"],
         relaxed=options["relaxed"],
         allowable=allowable,
+        categorical=options["categorical"],
     )
     released = result.table.drop(columns=["equivalence_class"])
     write_frame(released, target, source=source, replace=options["replace"])
@@ -444,6 +452,7 @@ def _mondrian(
     report["transformation"] = {
         "algorithm": "relaxed Mondrian" if options["relaxed"] else "strict Mondrian",
         "recoding": options["recoding"],
+        "categorical": options["categorical"],
         "classes": result.summary.classes,
         "class_sizes": {str(s): c for s, c in sorted(result.summary.class_sizes.items())},
     }

@@ -86,12 +86,17 @@ def test_mondrian_on_adult_against_arx_and_anonypy(adult: tuple[pd.DataFrame, di
         start = time.perf_counter()
         result = mondrian(frame, QIS, k=K, hierarchies=hierarchies)
         timings.append(time.perf_counter() - start)
-    classes = result.table["equivalence_class"].to_numpy()
-    as_sets, _ = partition_gcp(frame, classes, QIS, hierarchies, categorical="set")
+    set_timings = []
+    for _ in range(RUNS):
+        start = time.perf_counter()
+        published_sets = mondrian(frame, QIS, k=K, hierarchies=hierarchies, categorical="set")
+        set_timings.append(time.perf_counter() - start)
     seconds = statistics.median(timings)
     lines = [
         f"Veil Mondrian (strict): {seconds:.3f} s (median of {RUNS}), {result.summary.classes} classes, "
-        f"GCP lca {result.summary.gcp:.4f}, set {as_sets:.4f}",
+        f"GCP lca {result.summary.gcp:.4f}",
+        f"Veil Mondrian (strict, --categorical set): {statistics.median(set_timings):.3f} s, "
+        f"{published_sets.summary.classes} classes, GCP set {published_sets.summary.gcp:.4f}",
         "references: ARX local recoding 3.0 s, 4,386 classes, GCP 0.061; "
         "anonypy Mondrian 51.8 s, 3,816 classes, GCP 0.032; goal GCP <= 0.035 in <= 1 s",
     ]
@@ -111,4 +116,4 @@ def test_mondrian_on_adult_against_arx_and_anonypy(adult: tuple[pd.DataFrame, di
         )
     print("\nAdult, k = 5, 8 QIs\n" + "\n".join(lines))
     assert min(len(part) for part in result.partition) >= K
-    assert seconds <= 1.0
+    assert published_sets.summary.gcp <= 0.035 and statistics.median(set_timings) <= 1.0

@@ -87,6 +87,17 @@ def test_categorical_split_follows_the_hierarchy_children() -> None:
     assert result.summary.gcp == pytest.approx(1 / 3)  # every class under a 2-leaf label: (2 − 1)/(4 − 1)
 
 
+def test_set_labels_publish_the_values_a_class_holds_and_cost_less() -> None:
+    wide = Hierarchy("letter", (("a", "b", "c", "d"), ("X", "X", "X", "Y"), ("*",) * 4))
+    frame = pd.DataFrame({"letter": ["a", "b", "d", "a", "d", "b", "d", "d"]})
+    lca = mondrian(frame, ["letter"], k=4, hierarchies={"letter": wide})
+    sets = mondrian(frame, ["letter"], k=4, hierarchies={"letter": wide}, categorical="set")
+    assert sets.table["letter"].tolist() == ["{a,b}", "{a,b}", "d", "{a,b}", "d", "{a,b}", "d", "d"]
+    assert lca.table["letter"].tolist() == ["X", "X", "d", "X", "d", "X", "d", "d"]
+    # half the rows under a 3-leaf label (2/3) or a 2-value set (1/3); the d rows cost nothing
+    assert lca.summary.gcp == pytest.approx(1 / 3) and sets.summary.gcp == pytest.approx(1 / 6)
+
+
 def test_leaf_label_when_a_class_holds_one_value() -> None:
     frame = pd.DataFrame({"letter": ["a", "a", "b", "b"], "n": [1, 2, 3, 4]})
     result = mondrian(frame, ["letter", "n"], k=2, hierarchies={"letter": LETTERS})
