@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import queue
 import threading
 from collections.abc import Sequence
@@ -18,6 +19,8 @@ from datetime import UTC, datetime
 from budget.audit import AuditEntry, AuditLog, Decision
 from proxy.errors import ProxyError
 from proxy.query_service import StatementOutcome
+
+log = logging.getLogger("veil.audit")
 
 MAX_STATEMENT_CHARS = 10_000
 _REFUSING_CLASSES = ("0A", "22", "25", "28", "42", "53")
@@ -30,8 +33,11 @@ class AuditTrail:
     client: str
     dataset: str
     _pending: list[AuditEntry] = field(default_factory=list)
+    urgent: bool = False  # some entry must be committed before the answer leaves
 
-    def answered(self, statement: str, outcome: StatementOutcome) -> None:
+    def answered(self, statement: str, outcome: StatementOutcome, *, ping: bool = False) -> None:
+        """``ping``: a select list of literals answered without reading anything."""
+        self.urgent |= not ping
         charge = outcome.charge
         if charge is None:
             self._add(statement, Decision.ANSWERED)
@@ -48,6 +54,7 @@ class AuditTrail:
             )
 
     def refused(self, statement: str, error: ProxyError) -> None:
+        self.urgent = True
         refused = error.sqlstate.startswith(_REFUSING_CLASSES)
         decision = Decision.REFUSED if refused else Decision.FAILED
         self._add(statement, decision, sqlstate=error.sqlstate, error=error.message)
@@ -104,10 +111,17 @@ class AuditWriter:
 
     async def append(self, entries: Sequence[AuditEntry]) -> None:
         """Write ``entries`` in one transaction; raises what the write raised."""
+        await self._queue(entries)
+
+    def post(self, entries: Sequence[AuditEntry]) -> None:
+        """Queue ``entries`` behind the writes already queued, without waiting: a failure is logged."""
+        self._queue(entries).add_done_callback(_log_failure)
+
+    def _queue(self, entries: Sequence[AuditEntry]) -> asyncio.Future[None]:
         loop = asyncio.get_running_loop()
         written: asyncio.Future[None] = loop.create_future()
         self._requests.put((entries, loop, written))
-        await written
+        return written
 
     def _serve(self) -> None:
         while True:
@@ -119,6 +133,11 @@ class AuditWriter:
                 error = failure
             with contextlib.suppress(RuntimeError):  # the loop is closed: the server stopped
                 loop.call_soon_threadsafe(_settle, written, error)
+
+
+def _log_failure(written: asyncio.Future[None]) -> None:
+    if not written.cancelled() and written.exception() is not None:
+        log.error("audit append failed: %s", written.exception())
 
 
 def _settle(written: asyncio.Future[None], error: BaseException | None) -> None:

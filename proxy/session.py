@@ -37,7 +37,7 @@ from proxy.errors import (
     as_proxy_error,
 )
 from proxy.prepared import Portal, PreparedState, PreparedStatement, parameter_types
-from proxy.query_service import Description, Principal, QueryService, StatementOutcome
+from proxy.query_service import Description, Ping, Principal, QueryService, StatementOutcome
 from proxy.release.apply import ResultColumn
 from proxy.settings import SessionSettings
 from proxy.wire import messages as wire
@@ -256,10 +256,28 @@ class Session:
 
     async def _simple_query(self, sql: str, service: QueryService, principal: Principal) -> None:
         """Run each statement in turn; the first error ends the batch, as in PostgreSQL. Every
-        statement is audited — before the client sees its answer."""
+        statement is audited — before the client sees its answer, except pings (``_record``). A
+        remembered ping skips the pipeline: same answer, same audit entry."""
         self.prepared.forget_unnamed()
         out: list[bytes] = []
         audit = AuditTrail(principal=principal.name, client=self.peer, dataset=service.dataset.name)
+        ping = service.pings.get(sql)
+        if ping is not None and self.transaction_status != "E":  # in a failed block it is refused
+            audit.answered(ping.statement, ping.outcome, ping=True)
+            out.append(ping.messages)
+        else:
+            await self._statements(sql, service, principal, audit, out)
+        await self._record(audit)
+        self._end_of_batch()
+        out.append(wire.ready_for_query(self.transaction_status))
+        self.pending += b"".join(out)
+        await self._flush()
+
+    async def _statements(
+        self, sql: str, service: QueryService, principal: Principal, audit: AuditTrail, out: list[bytes]
+    ) -> None:
+        """Each statement of a simple query in turn, its messages appended to ``out``; the first error
+        ends the batch. A lone select list of literals is remembered as a ping (see remember_ping)."""
         statement = sql
         try:
             trees = service.parse(sql)
@@ -268,14 +286,12 @@ class Session:
             for tree in trees:
                 statement = service.statement_text(tree)
                 outcome = await self._run(tree, statement, service, principal, audit)
-                out.extend(_outcome_messages(outcome))
+                messages = _outcome_messages(outcome)
+                out.extend(messages)
+            if len(trees) == 1 and not audit.urgent:
+                service.remember_ping(sql, statement, outcome, b"".join(messages))
         except Exception as error:  # every failure becomes one ErrorResponse; the session lives on
             out.append(self._refusal(error, audit, statement))
-        await self._record(audit)
-        self._end_of_batch()
-        out.append(wire.ready_for_query(self.transaction_status))
-        self.pending += b"".join(out)
-        await self._flush()
 
     async def _run(
         self,
@@ -293,13 +309,14 @@ class Session:
         thread hop would cost more than the answer), audited, and the transaction status moved on."""
         tag = service.transaction_tag(tree)
         self._check_transaction(tag)
-        outcome = described if described is not None else service.answer_literals(tree)
+        literal = service.answer_literals(tree)
+        outcome = described if described is not None else literal
         if outcome is None:
             outcome = await self._in_worker(
                 service.run, tree, principal=principal, settings=self.settings, text=statement
             )
         self._drop_prepared(tree, outcome, service)
-        audit.answered(statement, outcome)
+        audit.answered(statement, outcome, ping=literal is not None)
         self.transaction_status = self._next_status(tag)
         return outcome
 
@@ -340,9 +357,16 @@ class Session:
         return _error(proxy_error)
 
     async def _record(self, audit: AuditTrail) -> None:
+        """Commit the message's audit entries before its answer leaves — except when every statement
+        was a ping (a select list of literals: nothing read, nothing spent), whose entries are queued
+        to the same writer, in order, and committed a moment after the answer."""
         entries = audit.entries(self.context.ledger.now())
-        if entries:
+        if not entries:
+            return
+        if audit.urgent:
             await self.context.audit.append(entries)
+        else:
+            self.context.audit.post(entries)
 
     def _end_of_batch(self) -> None:
         """Outside a transaction block each batch is its own transaction, and its portals end with it."""
@@ -415,6 +439,11 @@ class Session:
             return
         portal = self.prepared.portal(message.name)
         attempt.statement = portal.statement.query
+        ping = self._remembered_ping(portal, service)
+        if portal.description is None and ping is not None:
+            portal.description = Description(
+                ping.outcome.table.columns if ping.outcome.table else None, ping.outcome
+            )
         if portal.description is None:
             tree = portal.statement.statement.bind(portal.values)
             attempt.statement = service.statement_text(tree) if tree is not None else attempt.statement
@@ -422,12 +451,22 @@ class Session:
         columns = portal.description.columns
         self.pending += _row_description(columns, portal.formats(columns) if columns is not None else None)
 
+    def _remembered_ping(self, portal: Portal, service: QueryService) -> Ping | None:
+        """The remembered answer of a portal's statement when it is a ping without parameters; never
+        in a failed transaction block, where the pipeline refuses it."""
+        if portal.values or self.transaction_status == "E":
+            return None
+        return service.pings.get(portal.statement.query)
+
     async def _description(
         self, tree: Tree | None, service: QueryService, principal: Principal
     ) -> Description:
         if tree is None:
             return Description(None)
         self._check_transaction(service.transaction_tag(tree))
+        literals = service.answer_literals(tree)  # a driver's ping, described and answered on the loop
+        if literals is not None and literals.table is not None:
+            return Description(literals.table.columns, literals)
         return await self._in_worker(service.describe, tree, principal=principal, settings=self.settings)
 
     async def _in_worker(self, function: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -470,15 +509,25 @@ class Session:
         portal = self.prepared.portal(message.portal)
         first = portal.outcome is None
         if first:
-            tree = portal.statement.statement.bind(portal.values)
-            if tree is None:
-                self.pending += wire.empty_query_response()
-                return
-            attempt.statement = service.statement_text(tree)
-            described = portal.description.outcome if portal.description is not None else None
-            portal.outcome = await self._run(
-                tree, attempt.statement, service, principal, attempt.audit, described=described
-            )
+            query = portal.statement.query
+            ping = self._remembered_ping(portal, service)
+            if ping is not None:  # a remembered select list of literals: no pipeline (remember_ping)
+                attempt.statement = ping.statement
+                attempt.audit.answered(ping.statement, ping.outcome, ping=True)
+                portal.outcome = ping.outcome
+            else:
+                tree = portal.statement.statement.bind(portal.values)
+                if tree is None:
+                    self.pending += wire.empty_query_response()
+                    return
+                attempt.statement = service.statement_text(tree)
+                described = portal.description.outcome if portal.description is not None else None
+                portal.outcome = await self._run(
+                    tree, attempt.statement, service, principal, attempt.audit, described=described
+                )
+                if not portal.values and not attempt.audit.urgent:
+                    messages = b"".join(_outcome_messages(portal.outcome))
+                    service.remember_ping(query, attempt.statement, portal.outcome, messages)
         self.pending += b"".join(_portal_messages(portal, message.max_rows, first=first))
 
     async def _sync(self) -> None:

@@ -43,7 +43,13 @@ CLIENT_GONE: Final = "client disconnected"
 
 
 class EngineQuery:
-    """One engine query in flight; :meth:`stop` interrupts it at most once, and never after it ended."""
+    """One engine query in flight; :meth:`stop` interrupts it — again on every call, never after it
+    ended — and remembers the first reason.
+
+    Why again: an interrupt can miss. A PostgreSQL cancel that arrives while the pooled connection is
+    between the ``BEGIN`` psycopg sends and the query itself finds nothing running and is dropped by the
+    server, and the query then runs to its end. The client's next CancelRequest must be able to try once
+    more (psycopg and the tests' canceller repeat them)."""
 
     def __init__(self, interrupt: Callable[[], None]) -> None:
         self._interrupt: Callable[[], None] | None = interrupt
@@ -54,9 +60,10 @@ class EngineQuery:
         """Interrupt under the lock, so the query cannot end (and its PostgreSQL connection go back to
         the pool, to run someone else's query) while the engine is being told to stop it."""
         with self._lock:
-            if self._interrupt is None or self.reason is not None:
+            if self._interrupt is None:
                 return
-            self.reason = reason
+            if self.reason is None:
+                self.reason = reason
             self._interrupt()
 
     def finish(self) -> None:

@@ -24,7 +24,7 @@ from tests.conftest import RunningServer, running_server, schema_in
 pytestmark = pytest.mark.bench
 
 ROWS = 10_000
-REPEATS = 200
+REPEATS = 1000
 POLICY = """
 [datasets.items]
 path = "items.duckdb"

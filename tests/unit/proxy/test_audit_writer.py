@@ -58,3 +58,34 @@ def test_a_failed_write_reaches_the_session_and_the_writer_goes_on(tmp_path: Pat
         asyncio.run(broken.append([entry("SELECT 1")]))
     with pytest.raises(OSError, match="disk I/O error"):
         asyncio.run(broken.append([entry("SELECT 2")]))
+
+
+def test_posted_entries_are_written_in_order_behind_earlier_ones(tmp_path: Path) -> None:
+    ledger = Ledger.create(tmp_path / "ledger.sqlite")
+    writer = AuditWriter(ledger.audit_log)
+
+    async def pings_then_a_query() -> None:
+        for number in range(3):
+            writer.post([entry(f"SELECT {number}")])
+        await writer.append([entry("SELECT COUNT(*) FROM t")])  # queued behind the posts
+
+    asyncio.run(pings_then_a_query())
+    assert [e.statement for e in ledger.audit_log.entries()] == [
+        "SELECT 0",
+        "SELECT 1",
+        "SELECT 2",
+        "SELECT COUNT(*) FROM t",
+    ]
+
+
+def test_a_failed_posted_write_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    broken = AuditWriter(BrokenLog())
+
+    async def post_and_wait() -> None:
+        broken.post([entry("SELECT 1")])
+        with pytest.raises(OSError):
+            await broken.append([entry("SELECT 2")])  # by then the post has failed too
+
+    with caplog.at_level("ERROR", logger="veil.audit"):
+        asyncio.run(post_and_wait())
+    assert "audit append failed: disk I/O error" in caplog.text
