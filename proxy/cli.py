@@ -31,6 +31,7 @@ from proxy.cli_support import (
     Column,
     as_records,
     config_option,
+    declared_dataset,
     echo_json,
     emit,
     emit_one,
@@ -68,16 +69,6 @@ def _ledger(config: VeilConfig, *, create: bool = False) -> Ledger:
     ledger = open_ledger(config, os.environ, create=create)
     click.get_current_context().call_on_close(ledger.close)
     return ledger
-
-
-def _declared(config: VeilConfig, dataset: str) -> DatasetPolicy:
-    policy = config.dataset(dataset)
-    if policy is None:
-        raise ConfigError(
-            f'dataset "{dataset}" is not declared in {config.path}',
-            hint=f"datasets: {', '.join(config.datasets) or '(none)'}",
-        )
-    return policy
 
 
 def _epsilon(value: float) -> float:
@@ -513,7 +504,7 @@ def budget_grant(
       veil budget grant bob clinic 2 --renew month      # 2 ε every calendar month
     """
     config = load_config(config_path)
-    policy = _declared(config, dataset)
+    policy = declared_dataset(config, dataset)
     loss = PrivacyLoss(_epsilon(epsilon), _delta(delta))
     ledger = _ledger(config)
     accountant = dataset_accountant(policy)
@@ -550,7 +541,7 @@ def budget_revoke(
       veil budget revoke alice demo                     # all that is left, ε and δ
     """
     config = load_config(config_path)
-    policy = _declared(config, dataset)
+    policy = declared_dataset(config, dataset)
     loss = None
     if epsilon is not None or delta is not None:
         loss = PrivacyLoss(
@@ -624,7 +615,7 @@ def budget_cap(
     if epsilon is None and delta is None and not remove:
         capped = {cap.dataset for cap in ledger.caps()}
         if dataset is not None and config.dataset(dataset) is None and dataset not in capped:
-            _declared(config, dataset)
+            declared_dataset(config, dataset)
         names = [dataset.lower()] if dataset is not None else sorted(set(config.datasets) | capped)
         caps = [_cap_record(ledger.cap(name, accountant=accountant_of(name))) for name in names]
         emit(caps, CAP_COLUMNS, as_json=as_json)
@@ -635,7 +626,7 @@ def budget_cap(
         raise click.ClickException("give --epsilon (and --delta) or --remove, not both")
     if epsilon is None and not remove:
         raise click.ClickException("a cap needs --epsilon (--delta alone caps nothing)")
-    policy = _declared(config, dataset)
+    policy = declared_dataset(config, dataset)
     cap_loss = None if epsilon is None else PrivacyLoss(_epsilon(epsilon), _delta(delta or 0.0))
     ledger.set_cap(policy.name, cap_loss)
     cap = ledger.cap(policy.name, accountant=dataset_accountant(policy))
@@ -974,13 +965,7 @@ def explain(
     from proxy.backends import open_backend
     from proxy.explain import explain_query
 
-    config = load_config(config_path)
-    policy = config.dataset(dataset)
-    if policy is None:
-        raise ConfigError(
-            f'dataset "{dataset}" is not declared in {config.path}',
-            hint=f"datasets: {', '.join(config.datasets)}",
-        )
+    policy = declared_dataset(load_config(config_path), dataset)
     backend = open_backend(policy, environ=os.environ)
     try:
         explanation = explain_query(

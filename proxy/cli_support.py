@@ -18,7 +18,8 @@ import click
 
 from anonymizers.errors import AnonymizationError
 from budget.errors import BudgetError
-from proxy.errors import ProxyError
+from proxy.config import DatasetPolicy, VeilConfig
+from proxy.errors import ConfigError, ProxyError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -34,6 +35,17 @@ config_option = click.option(
     help="Policy file (also from the VEIL_CONFIG environment variable).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+
+
+def declared_dataset(config: VeilConfig, dataset: str) -> DatasetPolicy:
+    """The policy of ``dataset``, or an error that lists the datasets there are."""
+    policy = config.dataset(dataset)
+    if policy is None:
+        raise ConfigError(
+            f'dataset "{dataset}" is not declared in {config.path}',
+            hint=f"datasets: {', '.join(config.datasets) or '(none)'}",
+        )
+    return policy
 
 
 def friendly_errors(function: Callable[P, R]) -> Callable[P, R]:

@@ -40,7 +40,14 @@ from anonymizers.risk.uniqueness import estimate_population_uniques
 from anonymizers.source import TableSource
 from anonymizers.utility import Holdout, holdout, information_loss, ml_utility
 from proxy.anonymize_options import hierarchy_specs, pipeline_from_steps, split_columns
-from proxy.cli_support import config_option, echo_json, friendly_errors, json_option, print_table
+from proxy.cli_support import (
+    config_option,
+    declared_dataset,
+    echo_json,
+    friendly_errors,
+    json_option,
+    print_table,
+)
 from proxy.config import POSTGRES, load_config
 
 ROW_ID = "_veil_row_id"  # the hidden link of a released row to its original (never written out)
@@ -94,13 +101,7 @@ def _dataset_table(config_path: Path, dataset: str | None, table: str | None) ->
             "name the original table with --dataset and --table, or a file with --input",
             hint="e.g. --dataset demo --table patients, or --input adult.csv --delimiter ';'",
         )
-    config = load_config(config_path)
-    policy = config.dataset(dataset)
-    if policy is None:
-        raise AnonymizationError(
-            f'dataset "{dataset}" is not declared in {config_path}',
-            hint=f"datasets: {', '.join(config.datasets) or '(none)'}",
-        )
+    policy = declared_dataset(load_config(config_path), dataset)
     if policy.backend == POSTGRES:
         return TableSource.postgres(policy.resolve_dsn(os.environ), table, schema=policy.schema)
     assert policy.path is not None
