@@ -308,6 +308,19 @@ class TableSource:
         )
         return [row[0] for row in self.engine.rows(query)]
 
+    def distinct_with_text(self, column: str) -> list[tuple[Any, str]]:
+        """The column's distinct non-NULL values in order, each with the engine's text of it — what
+        a hierarchy's leaves must be to match the column cast to text (a DOUBLE 39 is ``39.0``)."""
+        value = quoted_column(column)
+        query = (
+            exp.select(value.as_("v", quoted=True), as_text(value).as_("t", quoted=True))
+            .from_(self.table)
+            .where(exp.Not(this=exp.Is(this=value, expression=exp.Null())))
+            .distinct()
+            .order_by(exp.column("v", quoted=True))
+        )
+        return [(native, str(text)) for native, text in self.engine.rows(query)]
+
     def dataframe(self, columns: list[str]) -> pd.DataFrame:
         """The selected columns of every row, for algorithms that need rows (Mondrian, combine)."""
         self.require_columns(columns)

@@ -28,7 +28,7 @@ from anonymizers.combine import combine, recode
 from anonymizers.diversity import DiversityModel, achieved
 from anonymizers.errors import AnonymizationError
 from anonymizers.global_recoding import GlobalRecodingResult, PrivacyModel, anonymize
-from anonymizers.hierarchy import Hierarchy, hierarchy_from_spec, value_text
+from anonymizers.hierarchy import Hierarchy, hierarchy_from_spec
 from anonymizers.metrics import SEARCH_METRICS
 from anonymizers.mondrian import CATEGORICAL_LABELS, RECODINGS, MondrianResult, mondrian
 from anonymizers.output import OutputTarget, write_frame, write_recoded
@@ -128,20 +128,8 @@ def _hierarchies(
 
 
 def _distinct(source: TableSource, column: str) -> tuple[list[object], list[str]]:
-    natives = source.distinct_values(column, as_text_values=False)
-    texts = source.distinct_values(column)
-    if len(natives) != len(texts):
-        raise AnonymizationError(f"{column} has values that print alike as text; cannot build its hierarchy")
-    return natives, [str(t) for t in _sorted_as(natives, texts)]
-
-
-def _sorted_as(natives: list[object], texts: list[Any]) -> list[Any]:
-    """The text of each native value, in the natives' order (each list comes sorted its own way)."""
-    by_text = {value_text(v): v for v in natives}
-    if set(by_text) == {str(t) for t in texts}:  # Python prints them as the engine does
-        return [value_text(v) for v in natives]
-    numeric = sorted(texts, key=lambda t: float(t))  # DuckDB prints a DOUBLE 39 as 39.0
-    return numeric
+    pairs = source.distinct_with_text(column)
+    return [native for native, _ in pairs], [text for _, text in pairs]
 
 
 # --- reports ------------------------------------------------------------------------------------------------

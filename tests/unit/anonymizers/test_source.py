@@ -37,6 +37,12 @@ def test_duckdb_file_columns_rows_and_distinct_text_values(tmp_path: Path) -> No
         assert source.distinct_values("income", as_text_values=False) == [1.5, 2.0, 3.0]  # no NULL
 
 
+def test_distinct_values_come_with_the_engines_text_in_value_order(tmp_path: Path) -> None:
+    with TableSource.duckdb_file(duckdb_file(tmp_path), "people") as source:
+        assert source.distinct_with_text("income") == [(1.5, "1.5"), (2.0, "2.0"), (3.0, "3.0")]
+        assert source.distinct_with_text("age group") == [(28, "28"), (39, "39"), (50, "50")]
+
+
 def test_dataframe_returns_the_selected_columns(tmp_path: Path) -> None:
     with TableSource.duckdb_file(duckdb_file(tmp_path), "people") as source:
         frame = source.dataframe(['odd"name', "age group"])
