@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import click
+import duckdb
 import numpy as np
 import pandas as pd
+import psycopg
 
 from anonymizers.combine import combine, recode
 from anonymizers.diversity import DiversityModel, achieved
@@ -52,6 +54,26 @@ from proxy.config import POSTGRES, load_config
 
 ROW_ID = "_veil_row_id"  # the hidden link of a released row to its original (never written out)
 L_VARIANTS = ("distinct", "entropy", "recursive")
+
+
+def engine_errors(function: Callable[..., Any]) -> Callable[..., Any]:
+    """A failure inside DuckDB or PostgreSQL (a type the engine cannot cast, a lost connection) becomes
+    one line with the engine's first line: these commands run on the data holder's side, where the
+    engine's words about their own data are theirs to read."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except (duckdb.Error, psycopg.Error) as error:
+            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise AnonymizationError(
+                f"the database engine failed: {first}",
+                hint="check the table, its column types and the connection",
+            ) from None
+
+    wrapper.__name__ = function.__name__
+    wrapper.__doc__ = function.__doc__
+    return wrapper
 
 
 # --- sources ------------------------------------------------------------------------------------------------
@@ -324,6 +346,7 @@ def with_options(options: Sequence[Callable[..., Any]]) -> Callable[..., Any]:
 )
 @with_options(output_options)
 @friendly_errors
+@engine_errors
 def kanon(**options: Any) -> None:
     """k-anonymize a table (optionally l-diverse or t-close) and export it.
 
@@ -631,6 +654,7 @@ hierarchy_option = click.option(
 @with_options(attack_options)
 @with_options(output_options)
 @friendly_errors
+@engine_errors
 def combine_command(**options: Any) -> None:
     """Combined de-identification (ch. 4): generalize, add noise, randomize, sample — then score the risk.
 
@@ -758,6 +782,7 @@ def _attack(
 )
 @json_option
 @friendly_errors
+@engine_errors
 def risk(**options: Any) -> None:
     """Score a released table: simulated attack (ch. 4 Algorithm 2) and classic re-identification risks.
 
