@@ -20,7 +20,8 @@ Sampling (f_sam, §3.3) is table-level and lives in :mod:`anonymizers.risk.attac
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -121,14 +122,44 @@ class GeneralizationSimulator:
     hierarchy: Hierarchy | None
 
     def allowed(self, originals: Sequence[str], released: Sequence[str]) -> np.ndarray:
-        """``allowed[i, j]``: released label j is in A(originals[i]) — an ancestor-or-self (spec §3.1)."""
+        """``allowed[i, j]``: released label j is in A(originals[i]) — an ancestor-or-self (spec §3.1).
+
+        Local recodings publish labels no hierarchy has: Mondrian's ``[min-max]`` ranges and ``{a,b}``
+        value sets. Such a label is in A(v) when its range or set holds v (its class's box)."""
         position = {label: j for j, label in enumerate(released)}
         result = np.zeros((len(originals), len(released)), dtype=bool)
         for i, value in enumerate(originals):
             ancestors = (value,) if self.hierarchy is None else self.hierarchy.ancestors(value)
             columns = [position[a] for a in ancestors if a in position]
             result[i, columns] = True
+        for j, label in enumerate(released):
+            holds = local_label(label)
+            if holds is not None:
+                result[:, j] |= [holds(value) for value in originals]
         return result
+
+
+def local_label(label: str) -> Callable[[str], bool] | None:
+    """What a local-recoding label holds: ``[lo-hi]`` the numbers in that closed range, ``{a,b}`` those
+    values; None for any other label (an ordinary hierarchy label or a raw value)."""
+    if label.startswith("{") and label.endswith("}") and len(label) > 2:
+        members = frozenset(label[1:-1].split(","))
+        return members.__contains__
+    match = _RANGE.fullmatch(label)
+    if match is None:
+        return None
+    low, high = float(match[1]), float(match[2])
+    return lambda value: _number(value) is not None and low <= _number(value) <= high  # type: ignore[operator]
+
+
+_RANGE = re.compile(r"\[(-?[0-9.eE+]+)-(-?[0-9.eE+]+)\]")
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)

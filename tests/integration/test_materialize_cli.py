@@ -207,3 +207,16 @@ def test_parquet_input_is_read_like_csv(data: dict[str, Path]) -> None:
     veil("materialize", "kanon", "--input", parquet, "--qi", ",".join(QIS), "--k", 5,
          "--hierarchy", f"zip={data['zip']}", "--out", out)  # fmt: skip
     assert class_sizes(pd.read_csv(out)).min() >= 5
+
+
+def test_risk_scores_a_mondrian_release_through_its_ranges_and_value_sets(data: dict[str, Path]) -> None:
+    out, report = data["dir"] / "mondrian.csv", data["dir"] / "mondrian.json"
+    veil("materialize", "kanon", "--algorithm", "mondrian", "--input", data["csv"], "--qi", "age,zip",
+         "--hierarchy", f"zip={data['zip']}", "--k", 6, "--recoding", "range", "--categorical", "set",
+         "--out", out, "--report", report)  # fmt: skip
+    scored = veil("risk", "--input", data["csv"], "--released", out, "--qi", "age,zip",
+                  "--hierarchy", f"zip={data['zip']}", "--json")  # fmt: skip
+    attack = json.loads(scored.stdout)["simulated_attack"]
+    assert attack["records_at_risk_zero"] == 0  # every record's own class box holds it
+    # a record's candidates include its whole class: the simulated n_q is at least the smallest class
+    assert attack["n_q"] >= report_of(report)["risk"]["simulated_attack"]["n_q"] >= 6

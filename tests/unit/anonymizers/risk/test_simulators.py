@@ -15,6 +15,7 @@ from anonymizers.risk.simulators import (
     PerturbationSimulator,
     laplace_half_width,
     laplace_matrix,
+    local_label,
     randomize_matrix,
 )
 
@@ -109,3 +110,12 @@ def test_step_after_noise_must_cover_the_grid() -> None:
     )
     with pytest.raises(AnonymizationError, match="cover every value it can receive"):
         simulator.region(0.9)
+
+
+def test_local_recoding_labels_hold_their_range_or_set() -> None:
+    assert local_label("30-39") is None and local_label("*") is None and local_label("{}") is None
+    simulator = GeneralizationSimulator("age", None)
+    allowed = simulator.allowed(["25", "39", "60"], ["[20-39]", "[40-60]", "39"])
+    assert allowed.tolist() == [[True, False, False], [True, False, True], [False, True, False]]
+    sets = GeneralizationSimulator("job", None).allowed(["a", "c"], ["{a,b}", "c"])
+    assert sets.tolist() == [[True, False], [False, True]]
