@@ -442,6 +442,7 @@ def _mondrian(
 ) -> dict[str, Any]:
     sensitive = options["sensitive"]
     frame = source.dataframe(list(dict.fromkeys(source.column_names())))
+    _require_values(frame, [*qis, *([sensitive] if sensitive else [])])
     categorical = [q for q in qis if q in specs or not pd.api.types.is_numeric_dtype(frame[q])]
     hierarchies = _hierarchies(source, categorical, specs, engine_text=False)
     allowable, matrix_of = _allowable(frame, sensitive, model)
@@ -480,6 +481,16 @@ def _mondrian(
     if options["utility_target"]:
         report["utility"]["ml"] = _mondrian_utility(frame, result, qis, options)
     return report
+
+
+def _require_values(frame: pd.DataFrame, columns: list[str]) -> None:
+    """Refuse NULLs in the columns an algorithm reads, as the engine path does: no hierarchy covers them."""
+    for column in columns:
+        if frame[column].isna().any():
+            raise AnonymizationError(
+                f"{column} has NULL values, which no hierarchy covers",
+                hint="filter or fill them before anonymizing (e.g. with COALESCE in a view)",
+            )
 
 
 def _allowable(
@@ -670,6 +681,7 @@ def combine_command(**options: Any) -> None:
         sensitive = options["sensitive"]
         source.require_columns([*qis, *([sensitive] if sensitive else [])])
         frame = source.dataframe(source.column_names())
+        _require_values(frame, [*qis, *([sensitive] if sensitive else [])])
         target = OutputTarget.parse(options["out"])
         pipeline = _pipeline(frame, qis, options)
         released = combine(frame, pipeline, seed=options["seed"])

@@ -220,3 +220,19 @@ def test_risk_scores_a_mondrian_release_through_its_ranges_and_value_sets(data: 
     assert attack["records_at_risk_zero"] == 0  # every record's own class box holds it
     # a record's candidates include its whole class: the simulated n_q is at least the smallest class
     assert attack["n_q"] >= report_of(report)["risk"]["simulated_attack"]["n_q"] >= 6
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["kanon", "--k", "2", "--l", "2"],
+        ["kanon", "--algorithm", "mondrian", "--k", "2", "--l", "2"],
+        ["combine", "--step", "a=laplace:epsilon=1,lower=0,upper=9"],
+    ],
+)
+def test_nulls_in_the_columns_read_are_refused_by_every_algorithm(tmp_path: Path, command: list[str]) -> None:
+    source = tmp_path / "nulls.csv"
+    source.write_text("a,s\n1,p\n2,\n3,q\n1,q\n")
+    result = veil("materialize", command[0], "--input", source, "--qi", "a", "--sensitive", "s", *command[1:],
+                  "--out", tmp_path / "out.csv", expect=1)  # fmt: skip
+    assert "s has NULL values" in result.output and "Traceback" not in result.output
