@@ -125,18 +125,6 @@ class Description:
 
 
 @dataclass(frozen=True)
-class Ping:
-    """A remembered answer to a select list of literals: its audit text, outcome and wire messages."""
-
-    statement: str
-    outcome: StatementOutcome
-    messages: bytes
-
-
-MAX_PINGS = 256
-
-
-@dataclass(frozen=True)
 class Principal:
     """The analyst on whose ledger every answer is debited."""
 
@@ -167,15 +155,6 @@ class QueryService:
         self.accountant = accountant_of(dataset.name)
         self.postprocessor = PostprocessEngine()
         self.catalog = ShadowCatalog(dataset)  # built on the first catalog query
-        self.pings: dict[str, Ping] = {}  # driver pings by their exact text: see remember_ping
-
-    def remember_ping(self, sql: str, statement: str, outcome: StatementOutcome, messages: bytes) -> None:
-        """Keep the answer of a select list of literals (``SELECT 1``) by its text, so that the next
-        time a pool pings with it the session skips parsing, classifying and encoding. The answer
-        cannot depend on data, settings or the analyst, so it holds for every session. Bounded: a
-        client sending ever new literal queries fills it once and then simply misses."""
-        if len(self.pings) < MAX_PINGS:
-            self.pings[sql] = Ping(statement, outcome, messages)
 
     def parse(self, sql: str) -> list[exp.Expression]:
         return parse_statements(sql)

@@ -36,8 +36,9 @@ from proxy.errors import (
     UnknownDatabaseError,
     as_proxy_error,
 )
+from proxy.pings import Ping, PingMemory
 from proxy.prepared import Portal, PreparedState, PreparedStatement, parameter_types
-from proxy.query_service import Description, Ping, Principal, QueryService, StatementOutcome
+from proxy.query_service import Description, Principal, QueryService, StatementOutcome
 from proxy.release.apply import ResultColumn
 from proxy.settings import SessionSettings
 from proxy.wire import messages as wire
@@ -117,6 +118,7 @@ class Session:
         self.pending = bytearray()  # extended-protocol output not yet sent (until Sync or Flush)
         self.skipping = False  # after an extended-protocol error, messages are discarded until Sync
         self.left_mid_statement = False  # the client closed the connection while a statement ran
+        self.pings = PingMemory()  # this session's remembered answers to SELECT 1 and the like
 
     async def run(self) -> None:
         """Serve the connection to its end. Whatever goes wrong closes this connection only, with one
@@ -261,7 +263,7 @@ class Session:
         self.prepared.forget_unnamed()
         out: list[bytes] = []
         audit = AuditTrail(principal=principal.name, client=self.peer, dataset=service.dataset.name)
-        ping = service.pings.get(sql)
+        ping = self.pings.get(sql)
         if ping is not None and self.transaction_status != "E":  # in a failed block it is refused
             audit.answered(ping.statement, ping.outcome, ping=True)
             out.append(ping.messages)
@@ -277,7 +279,7 @@ class Session:
         self, sql: str, service: QueryService, principal: Principal, audit: AuditTrail, out: list[bytes]
     ) -> None:
         """Each statement of a simple query in turn, its messages appended to ``out``; the first error
-        ends the batch. A lone select list of literals is remembered as a ping (see remember_ping)."""
+        ends the batch. A lone select list of literals is remembered as a ping (proxy/pings.py)."""
         statement = sql
         try:
             trees = service.parse(sql)
@@ -289,7 +291,7 @@ class Session:
                 messages = _outcome_messages(outcome)
                 out.extend(messages)
             if len(trees) == 1 and not audit.urgent:
-                service.remember_ping(sql, statement, outcome, b"".join(messages))
+                self.pings.remember(sql, statement, outcome, b"".join(messages))
         except Exception as error:  # every failure becomes one ErrorResponse; the session lives on
             out.append(self._refusal(error, audit, statement))
 
@@ -456,7 +458,7 @@ class Session:
         in a failed transaction block, where the pipeline refuses it."""
         if portal.values or self.transaction_status == "E":
             return None
-        return service.pings.get(portal.statement.query)
+        return self.pings.get(portal.statement.query)
 
     async def _description(
         self, tree: Tree | None, service: QueryService, principal: Principal
@@ -511,7 +513,7 @@ class Session:
         if first:
             query = portal.statement.query
             ping = self._remembered_ping(portal, service)
-            if ping is not None:  # a remembered select list of literals: no pipeline (remember_ping)
+            if ping is not None:  # a remembered select list of literals: no pipeline (proxy/pings.py)
                 attempt.statement = ping.statement
                 attempt.audit.answered(ping.statement, ping.outcome, ping=True)
                 portal.outcome = ping.outcome
@@ -527,7 +529,7 @@ class Session:
                 )
                 if not portal.values and not attempt.audit.urgent:
                     messages = b"".join(_outcome_messages(portal.outcome))
-                    service.remember_ping(query, attempt.statement, portal.outcome, messages)
+                    self.pings.remember(query, attempt.statement, portal.outcome, messages)
         self.pending += b"".join(_portal_messages(portal, message.max_rows, first=first))
 
     async def _sync(self) -> None:
