@@ -8,10 +8,10 @@ message. Every error names the option and shows a correct example.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 from anonymizers.errors import AnonymizationError
-from anonymizers.hierarchy import Hierarchy, hierarchy_from_spec
+from anonymizers.hierarchy import Hierarchy
 from anonymizers.risk.pipeline import (
     AttributePipeline,
     Generalize,
@@ -28,8 +28,6 @@ STEP_EXAMPLES = (
 )
 LAPLACE_KEYS = {"epsilon", "lower", "upper", "unit", "sensitivity", "law"}
 RANDOMIZE_KEYS = {"epsilon", "sensitivity"}
-
-ValuesOf = Callable[[str], Sequence[object]]
 
 
 def split_columns(text: str, option: str) -> list[str]:
@@ -69,13 +67,6 @@ def hierarchy_specs(texts: Sequence[str], columns: Sequence[str]) -> dict[str, s
             raise AnonymizationError(f"--hierarchy gives {column!r} twice")
         specs[column] = spec
     return specs
-
-
-def build_hierarchies(
-    columns: Sequence[str], specs: Mapping[str, str], values_of: ValuesOf
-) -> dict[str, Hierarchy]:
-    """One hierarchy per column: the one its spec names, else the default for its values."""
-    return {column: hierarchy_from_spec(column, specs.get(column), values_of(column)) for column in columns}
 
 
 def pipeline_from_steps(

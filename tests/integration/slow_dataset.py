@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import psycopg
 import tomli_w
 
 from budget.ledger import Ledger
-from tests.conftest import DATASET
+from tests.conftest import DATASET, Analyst, RunningServer
 
 PEOPLE = 100
 NUMBERS = 200_000
@@ -73,3 +74,8 @@ def with_server_settings(config: Path, name: str, **server: Any) -> Path:
     copy = config.with_name(name)
     copy.write_text(tomli_w.dumps(document), encoding="utf-8")
     return copy
+
+
+def connect(server: RunningServer, analyst: Analyst) -> psycopg.Connection[Any]:
+    """A psycopg connection whose parameterless queries use the simple protocol, as psql's do."""
+    return psycopg.connect(server.conninfo(analyst), prepare_threshold=None, autocommit=True)

@@ -27,26 +27,12 @@ from tests.integration.slow_dataset import (
     MEDIUM_QUERY,
     SLOW_QUERY,
     build_slow_dataset,
+    connect,
     with_server_settings,
 )
 
 CANCEL_REQUEST_CODE = 80877102
 TIMEOUT_MS = 300
-
-
-@pytest.fixture(scope="module")
-def slow_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_slow_dataset(tmp_path_factory.mktemp("cancel"))
-
-
-@pytest.fixture(scope="module")
-def slow_server(slow_config: Path) -> Iterator[RunningServer]:
-    with running_server(slow_config, slow_config.with_name("serve.log")) as server:
-        yield server
-
-
-def connect(server: RunningServer, analyst: Analyst) -> psycopg.Connection[Any]:
-    return psycopg.connect(server.conninfo(analyst), prepare_threshold=None, autocommit=True)
 
 
 @contextlib.contextmanager

@@ -12,33 +12,18 @@ import json
 import os
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-from tests.conftest import Admin, Analyst, RunningServer, running_server
-from tests.integration.slow_dataset import MEDIUM_QUERY, SLOW_QUERY, build_slow_dataset
+from tests.conftest import Admin, Analyst, RunningServer
+from tests.integration.slow_dataset import MEDIUM_QUERY, SLOW_QUERY, connect
 
 ENGINE_START_SECONDS = 0.5  # the slow query has reserved and reached the engine by then
 SETTLE_TIMEOUT = 15.0  # the interrupted statement ends well within this (uninterrupted: a minute)
-
-
-@pytest.fixture(scope="module")
-def slow_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_slow_dataset(tmp_path_factory.mktemp("disconnect"))
-
-
-@pytest.fixture(scope="module")
-def slow_server(slow_config: Path) -> Iterator[RunningServer]:
-    with running_server(slow_config, slow_config.with_name("serve.log")) as server:
-        yield server
-
-
-def connect(server: RunningServer, analyst: Analyst) -> psycopg.Connection[Any]:
-    return psycopg.connect(server.conninfo(analyst), prepare_threshold=None, autocommit=True)
 
 
 def terminate(connection: psycopg.Connection[Any]) -> None:
