@@ -223,8 +223,7 @@ def labelled_gcp(
 
 def _label_coverage(hierarchy: Hierarchy) -> dict[str, int]:
     covered: dict[str, int] = {}
-    for names, codes in zip(hierarchy.label_names, hierarchy.codes, strict=True):
-        counts = np.bincount(codes)
+    for names, counts in zip(hierarchy.label_names, hierarchy.label_coverage, strict=True):
         for code, name in enumerate(names):
             covered.setdefault(name, int(counts[code]))
     return covered

@@ -85,13 +85,14 @@ class Hierarchy:
         return tuple(_factorize(level)[1] for level in self.labels)
 
     @cached_property
+    def label_coverage(self) -> tuple[np.ndarray, ...]:
+        """Per level, how many leaves each label code covers (ARX's domain share × domain size)."""
+        return tuple(np.bincount(codes) for codes in self.codes)
+
+    @cached_property
     def coverage(self) -> tuple[np.ndarray, ...]:
-        """Per level, how many leaves each leaf's label covers (ARX's domain share × domain size)."""
-        result = []
-        for codes in self.codes:
-            counts = np.bincount(codes)
-            result.append(counts[codes])
-        return tuple(result)
+        """Per level, how many leaves each leaf's label covers."""
+        return tuple(counts[codes] for counts, codes in zip(self.label_coverage, self.codes, strict=True))
 
     def ancestors(self, value: str) -> tuple[str, ...]:
         """The value's label at every level, itself first: A(v) of the generalization simulator."""

@@ -53,11 +53,6 @@ from anonymizers.hierarchy import Hierarchy
 SEARCH_METRICS = ("loss", "gcp", "precision", "discernibility")
 
 
-def label_coverage(hierarchy: Hierarchy, level: int) -> np.ndarray:
-    """Leaves covered by each label code at ``level``."""
-    return np.bincount(hierarchy.codes[level]).astype(np.float64)
-
-
 @dataclass(frozen=True)
 class NodeSummary:
     """Per-QI sums over the records of one node: the shares S_d, NCP sums and precision sums."""
@@ -81,7 +76,7 @@ def summarize(
     shares, ncps, precisions = np.zeros(q), np.zeros(q), np.zeros(q)
     sizes = np.array([len(h.leaves) for h in hierarchies], dtype=np.float64)
     for d, (hierarchy, level) in enumerate(zip(hierarchies, table.levels, strict=True)):
-        coverage = label_coverage(hierarchy, level)[table.labels[kept, d]]
+        coverage = hierarchy.label_coverage[level][table.labels[kept, d]].astype(np.float64)
         shares[d] = kept_counts @ (coverage / sizes[d]) + gone
         ncps[d] = kept_counts @ _ncp(coverage, sizes[d]) + gone
         precisions[d] = kept_counts.sum() * _precision(level, hierarchy.height) + gone

@@ -58,6 +58,7 @@ def test_coverage_is_the_number_of_leaves_under_each_label(sports: Hierarchy) ->
     assert sports.coverage[1].tolist() == [2, 2, 1, 1]
     assert sports.coverage[2].tolist() == [3, 3, 3, 1]
     assert sports.coverage[3].tolist() == [4, 4, 4, 4]
+    assert sports.label_coverage[1].tolist() == [2, 1, 1]  # ballgame, water, board
 
 
 def test_codes_number_labels_per_level(sports: Hierarchy) -> None:
