@@ -33,7 +33,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 docs: $(STAMP)  ## regenerate docs/cli.md and docs/errors.md from the code
-	$(BIN)/python -m proxy.reference_docs
+	$(BIN)/python -m proxy.cli.reference_docs
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache

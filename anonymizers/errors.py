@@ -1,5 +1,5 @@
 """Errors of the anonymizers package. They carry user-facing messages but know nothing of SQLSTATEs or
-click; ``proxy/cli.py`` turns them into one-line errors at its edge."""
+click; ``proxy/cli/main.py`` turns them into one-line errors at its edge."""
 
 from __future__ import annotations
 

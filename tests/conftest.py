@@ -37,7 +37,7 @@ import pytest
 from click.testing import CliRunner, Result
 from psycopg import sql
 
-from proxy.cli import main as veil_main
+from proxy.cli.main import main as veil_main
 
 DEMO_PEOPLE = 3000
 DATASET = "demo"
@@ -64,7 +64,7 @@ def veil_command() -> list[str]:
     script = Path(sys.executable).with_name("veil")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "from proxy.cli import main; main()"]
+    return [sys.executable, "-c", "from proxy.cli.main import main; main()"]
 
 
 @dataclass(frozen=True)

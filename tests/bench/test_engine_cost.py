@@ -29,7 +29,7 @@ from psycopg import sql as pgsql
 from proxy.analysis.parse import parse_statements
 from proxy.analysis.statements import PrivateQuery, classify
 from proxy.config import DatasetPolicy, parse_config
-from proxy.planning import prepare_release
+from proxy.query.planning import prepare_release
 from proxy.release.apply import release
 from tests.conftest import schema_in
 

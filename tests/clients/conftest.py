@@ -30,7 +30,7 @@ import pytest
 from click.testing import CliRunner
 from psycopg import sql
 
-from proxy.cli import main as veil_main
+from proxy.cli.main import main as veil_main
 from proxy.config import load_config, read_document, write_document
 from tests.conftest import (
     ALICE,

@@ -16,7 +16,7 @@ from budget.ledger import Ledger
 from budget.loss import PrivacyLoss
 from proxy.backends.duckdb import DuckDBBackend
 from proxy.config import parse_config
-from proxy.query_service import Principal, QueryService
+from proxy.query.service import Principal, QueryService
 from proxy.settings import SessionSettings
 from proxy.wire.scram import make_scram_verifier
 

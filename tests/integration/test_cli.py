@@ -25,7 +25,7 @@ from click.testing import CliRunner, Result
 from budget.audit import AuditEntry, Decision
 from budget.ledger import Ledger
 from proxy import __version__
-from proxy.cli import main as veil_main
+from proxy.cli.main import main as veil_main
 from tests.conftest import ALICE, Admin, Analyst, Demo, RunningServer, schema_in, veil_command
 
 SCORES_CSV = "person_id,city,score\n1,oslo,3\n1,oslo,5\n1,oslo,9\n2,bergen,7\n3,oslo,1\n"

@@ -14,7 +14,7 @@ import pytest
 import tomli_w
 from click.testing import CliRunner
 
-from proxy.cli import main as veil_main
+from proxy.cli.main import main as veil_main
 
 QIS = ["age", "sex", "zip"]
 ROWS = 800

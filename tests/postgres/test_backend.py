@@ -23,8 +23,8 @@ from proxy.backends.interrupts import SESSION_INTERRUPTER, Interrupter
 from proxy.backends.postgres import PostgresBackend, describe_dsn
 from proxy.config import DatasetPolicy, parse_config
 from proxy.errors import BackendUnavailableError, ConfigError, QueryCanceledError
-from proxy.planning import prepare_release
-from proxy.server import build_context
+from proxy.query.planning import prepare_release
+from proxy.server.listener import build_context
 from tests.postgres.conftest import in_schema
 
 pytestmark = pytest.mark.postgres

@@ -23,7 +23,7 @@ import tomli_w
 from click.testing import CliRunner
 from psycopg import errors as pg_errors
 
-from proxy.cli import main as veil_main
+from proxy.cli.main import main as veil_main
 from tests.conftest import Analyst, RunningServer, running_server
 from tests.postgres.conftest import in_schema, schema_in
 

@@ -9,9 +9,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from proxy.cli.importer import import_table
 from proxy.config import ColumnType, load_config, write_document
 from proxy.errors import ConfigError
-from proxy.importer import import_table
 from tests.postgres.conftest import in_schema
 
 pytestmark = pytest.mark.postgres

@@ -15,7 +15,7 @@ import tomli_w
 from click.testing import CliRunner
 from psycopg import sql
 
-from proxy.cli import main as veil_main
+from proxy.cli.main import main as veil_main
 from tests.conftest import schema_in
 from tests.integration.test_materialize_cli import QIS, ROWS, people
 

@@ -22,7 +22,7 @@ from proxy.backends.duckdb import DuckDBBackend
 from proxy.backends.postgres import PostgresBackend
 from proxy.config import ColumnType
 from proxy.errors import PolicyViolationError
-from proxy.query_service import Principal, QueryService, StatementOutcome
+from proxy.query.service import Principal, QueryService, StatementOutcome
 from proxy.settings import SessionSettings
 from proxy.wire.scram import make_scram_verifier
 from tests.postgres.conftest import in_schema

@@ -32,8 +32,8 @@ from proxy.errors import (
     PolicyViolationError,
     as_proxy_error,
 )
-from proxy.planning import prepare_release
-from proxy.query_service import Principal, QueryService, StatementOutcome
+from proxy.query.planning import prepare_release
+from proxy.query.service import Principal, QueryService, StatementOutcome
 from proxy.release.apply import release
 from proxy.settings import SessionSettings
 from proxy.wire.scram import make_scram_verifier

@@ -17,7 +17,7 @@ import pytest
 from proxy.analysis.parse import parse_statements
 from proxy.analysis.statements import PrivateQuery, classify
 from proxy.config import DatasetPolicy, parse_config
-from proxy.planning import prepare_release
+from proxy.query.planning import prepare_release
 from proxy.release.apply import release
 from proxy.release.plan import ReleasePlan
 from proxy.rewrite.bound_contributions import QUANTILE_GRID, histogram_query

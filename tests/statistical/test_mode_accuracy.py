@@ -23,7 +23,7 @@ import pytest
 from mechanisms.mode import mode_count_gap_bound
 from proxy.analysis.parse import parse_statements
 from proxy.analysis.statements import PrivateQuery, classify
-from proxy.planning import collect_histograms, prepare_release
+from proxy.query.planning import collect_histograms, prepare_release
 from proxy.release.apply import release
 from tests.unit.proxy.donors_fixture import donors_policy, duckdb_donors
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from proxy.cli import main
+from proxy.cli.main import main
+from proxy.cli.reference_docs import cli_markdown, errors_markdown, settings_markdown
 from proxy.errors import ProxyError
-from proxy.reference_docs import cli_markdown, errors_markdown, settings_markdown
 from proxy.settings import SETTINGS
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"

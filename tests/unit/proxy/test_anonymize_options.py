@@ -9,7 +9,7 @@ import pytest
 from anonymizers.errors import AnonymizationError
 from anonymizers.hierarchy import Hierarchy, hierarchy_from_spec
 from anonymizers.risk.pipeline import Generalize, Laplace, Randomize
-from proxy.anonymize_options import hierarchy_specs, pipeline_from_steps, split_columns
+from proxy.cli.anonymize_options import hierarchy_specs, pipeline_from_steps, split_columns
 
 VALUES: dict[str, list[object]] = {"age": list(range(18, 80)), "job": ["a", "b", "c"]}
 

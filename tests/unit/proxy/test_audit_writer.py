@@ -10,7 +10,7 @@ import pytest
 
 from budget.audit import AuditEntry, AuditLog, Decision
 from budget.ledger import Ledger
-from proxy.audit_trail import AuditWriter
+from proxy.server.audit_trail import AuditWriter
 
 
 def entry(statement: str) -> AuditEntry:

@@ -14,7 +14,7 @@ from proxy.analysis.parse import parse_statements
 from proxy.analysis.quantities import exact_quantities
 from proxy.analysis.statements import PrivateQuery, classify
 from proxy.errors import PolicyViolationError
-from proxy.planning import resolve_group_domains
+from proxy.query.planning import resolve_group_domains
 from proxy.rewrite.bound_contributions import bounded_query
 from tests.unit.proxy.policy_fixture import clinic_policy
 

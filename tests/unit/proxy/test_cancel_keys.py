@@ -4,7 +4,7 @@ the session lives."""
 from __future__ import annotations
 
 from proxy.backends.interrupts import Interrupter
-from proxy.cancel_keys import CancelKeys
+from proxy.server.cancel_keys import CancelKeys
 
 
 def test_a_key_finds_its_session() -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from proxy.cli.demo import DemoLayout, build_demo
 from proxy.config import ColumnType, DatasetPolicy, load_config, parse_config
-from proxy.demo import DemoLayout, build_demo
 from proxy.errors import ConfigError
 
 PEOPLE = 2_000

@@ -27,7 +27,7 @@ from proxy.errors import (
     UndefinedPreparedStatementError,
     UnsupportedQueryError,
 )
-from proxy.prepared import Portal, PreparedState, PreparedStatement, parameter_types
+from proxy.server.prepared import Portal, PreparedState, PreparedStatement, parameter_types
 from proxy.wire import types
 from tests.unit.proxy.policy_fixture import clinic_policy
 

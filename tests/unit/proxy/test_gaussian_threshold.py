@@ -18,8 +18,8 @@ from proxy.analysis.parse import parse_statements
 from proxy.analysis.quantities import THRESHOLD_QUANTITY, QuantityKind
 from proxy.analysis.statements import PrivateQuery, classify
 from proxy.backends.duckdb import DuckDBBackend
-from proxy.explain import explain_query
-from proxy.planning import prepare_release
+from proxy.query.explain import explain_query
+from proxy.query.planning import prepare_release
 from proxy.release.apply import release
 from proxy.release.plan import ReleasePlan, price_query, split_delta
 from tests.unit.proxy.policy_fixture import clinic_policy

@@ -14,9 +14,9 @@ from types import MappingProxyType
 import duckdb
 import pytest
 
+from proxy.cli.importer import import_table, parse_bounds_option, parse_public_option
 from proxy.config import ColumnType, TablePolicy, load_config, read_document, write_document
 from proxy.errors import ConfigError
-from proxy.importer import import_table, parse_bounds_option, parse_public_option
 
 PATIENTS_CSV = """\
 patient_id;Age;sex;income;smoker;seen_at

@@ -21,9 +21,9 @@ from proxy.analysis.shape import QueryShape
 from proxy.analysis.statements import PrivateQuery, classify
 from proxy.backends.duckdb import DuckDBBackend
 from proxy.config import ColumnType, DatasetPolicy
-from proxy.explain import explain_query
-from proxy.planning import collect_histograms, histogram_queries, prepare_release
-from proxy.query_service import Principal, QueryService
+from proxy.query.explain import explain_query
+from proxy.query.planning import collect_histograms, histogram_queries, prepare_release
+from proxy.query.service import Principal, QueryService
 from proxy.release.apply import release
 from proxy.release.plan import ReleasePlan, price_query
 from proxy.rewrite.bound_contributions import WEIGHT_UNIT

@@ -9,8 +9,8 @@ import pytest
 
 from proxy.config import ServerSettings, parse_config
 from proxy.errors import ConfigError
-from proxy.server import tls_context
-from proxy.session import _is_loopback
+from proxy.server.listener import tls_context
+from proxy.server.session import _is_loopback
 from tests.unit.proxy.test_config import parse, valid_document
 
 

@@ -9,7 +9,7 @@ from proxy.analysis.statements import PrivateQuery, classify
 from proxy.backends.base import Backend
 from proxy.config import DatasetPolicy
 from proxy.errors import UnsupportedQueryError
-from proxy.planning import checked_epsilon, histogram_queries, prepare_release, resolve_group_domains
+from proxy.query.planning import checked_epsilon, histogram_queries, prepare_release, resolve_group_domains
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from proxy.errors import (
     UndefinedPreparedStatementError,
     UnsupportedQueryError,
 )
-from proxy.query_service import Description, StatementOutcome
+from proxy.query.service import Description, StatementOutcome
 from proxy.release.apply import ResultColumn
 from proxy.wire import types as pgtypes
 from proxy.wire.errors import InvalidBinaryValueError, InvalidTextValueError, UnsupportedBinaryTypeError

@@ -1,7 +1,7 @@
 """One client connection: the PostgreSQL v3 conversation around the query pipeline.
 
 The session owns the socket; the codecs in ``proxy.wire`` do no I/O; the pipeline in
-``proxy.query_service`` knows nothing of the wire. Blocking work (engine, ledger) runs in worker
+``proxy.query.service`` knows nothing of the wire. Blocking work (engine, ledger) runs in worker
 threads so one slow query never stalls other connections. Any error is turned into an
 ErrorResponse here, and only ``ProxyError`` text ever reaches the client.
 """
@@ -21,9 +21,7 @@ from typing import ParamSpec, TypeVar
 from budget.ledger import Ledger
 from proxy.analysis.parameters import Tree, parameterized_statement
 from proxy.analysis.statements import DeallocateStatement, classify
-from proxy.audit_trail import AuditTrail, AuditWriter
 from proxy.backends.interrupts import SESSION_INTERRUPTER, Interrupter
-from proxy.cancel_keys import CancelKeys
 from proxy.config import DEFAULT_AUTHENTICATION_TIMEOUT_S, DEFAULT_MAX_MESSAGE_SIZE, ColumnType
 from proxy.errors import (
     AuthenticationFailedError,
@@ -36,10 +34,12 @@ from proxy.errors import (
     UnknownDatabaseError,
     as_proxy_error,
 )
-from proxy.pings import Ping, PingMemory
-from proxy.prepared import Portal, PreparedState, PreparedStatement, parameter_types
-from proxy.query_service import Description, Principal, QueryService, StatementOutcome
+from proxy.query.service import Description, Principal, QueryService, StatementOutcome
 from proxy.release.apply import ResultColumn
+from proxy.server.audit_trail import AuditTrail, AuditWriter
+from proxy.server.cancel_keys import CancelKeys
+from proxy.server.pings import Ping, PingMemory
+from proxy.server.prepared import Portal, PreparedState, PreparedStatement, parameter_types
 from proxy.settings import SessionSettings
 from proxy.wire import messages as wire
 from proxy.wire import types as pgtypes
@@ -279,7 +279,7 @@ class Session:
         self, sql: str, service: QueryService, principal: Principal, audit: AuditTrail, out: list[bytes]
     ) -> None:
         """Each statement of a simple query in turn, its messages appended to ``out``; the first error
-        ends the batch. A lone select list of literals is remembered as a ping (proxy/pings.py)."""
+        ends the batch. A lone select list of literals is remembered as a ping (proxy/server/pings.py)."""
         statement = sql
         try:
             trees = service.parse(sql)
@@ -513,7 +513,7 @@ class Session:
         if first:
             query = portal.statement.query
             ping = self._remembered_ping(portal, service)
-            if ping is not None:  # a remembered select list of literals: no pipeline (proxy/pings.py)
+            if ping is not None:  # a remembered select list of literals: no pipeline (proxy/server/pings.py)
                 attempt.statement = ping.statement
                 attempt.audit.answered(ping.statement, ping.outcome, ping=True)
                 portal.outcome = ping.outcome

@@ -3,8 +3,8 @@
 Domain errors become one clear line (and a hint) at this edge; nothing below knows about click.
 Secrets come only from prompts, stdin or environment variables read here.
 
-Tables and JSON come from proxy/cli_support.py (``veil audit`` also prints CSV); ``veil materialize``
-and ``veil risk`` live in proxy/materialize_cli.py.
+Tables and JSON come from proxy/cli/support.py (``veil audit`` also prints CSV); ``veil materialize``
+and ``veil risk`` live in proxy/cli/materialize.py.
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ from budget.errors import InvalidBudgetError, UnknownAnalystError
 from budget.ledger import RENEWALS, Balance, DatasetCap, Ledger, check_name
 from budget.loss import PrivacyLoss
 from proxy import __version__
-from proxy.cli_support import (
+from proxy.cli.materialize import materialize, risk
+from proxy.cli.policy_report import check_policy, effective_policy
+from proxy.cli.support import (
     Column,
     as_records,
     config_option,
@@ -42,8 +44,6 @@ from proxy.cli_support import (
 from proxy.config import POSTGRES, ColumnPolicy, DatasetPolicy, TablePolicy, VeilConfig, load_config
 from proxy.errors import ConfigError
 from proxy.ledger_access import accountants, dataset_accountant, describe_ledger, mask_dsn, open_ledger
-from proxy.materialize_cli import materialize, risk
-from proxy.policy_report import check_policy, effective_policy
 from proxy.wire.scram import make_scram_verifier
 
 DEMO_ANALYST = "alice"
@@ -118,7 +118,7 @@ def init_demo(directory: Path, people: int) -> None:
     Example:
       veil init-demo demo && veil serve --config demo/veil.toml
     """
-    from proxy.demo import build_demo
+    from proxy.cli.demo import build_demo
 
     layout = build_demo(directory, people=people)
     ledger = _ledger(load_config(layout.config_path), create=True)
@@ -181,7 +181,7 @@ def serve(
       veil serve --config demo/veil.toml --tls-cert server.crt --tls-key server.key
       psql "postgresql://alice@127.0.0.1:5433/demo?sslmode=require"
     """
-    from proxy.server import run_server
+    from proxy.server.listener import run_server
 
     if (tls_cert is None) != (tls_key is None):
         raise click.UsageError("--tls-cert and --tls-key go together")
@@ -264,7 +264,7 @@ def import_command(
       veil import people.csv --dataset demo --table people --privacy-unit person_id \\
           --max-contributions 1 --public sex=female,male --bounds age=0:100
     """
-    from proxy.importer import import_table, parse_bounds_option, parse_public_option
+    from proxy.cli.importer import import_table, parse_bounds_option, parse_public_option
 
     policy = import_table(
         config_path,
@@ -963,7 +963,7 @@ def explain(
       veil explain "SELECT region, COUNT(*) FROM visits GROUP BY region" --dataset demo
     """
     from proxy.backends import open_backend
-    from proxy.explain import explain_query
+    from proxy.query.explain import explain_query
 
     policy = declared_dataset(load_config(config_path), dataset)
     backend = open_backend(policy, environ=os.environ)

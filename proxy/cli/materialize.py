@@ -41,8 +41,8 @@ from anonymizers.risk.pipeline import AttributePipeline, Generalize, Pipeline
 from anonymizers.risk.uniqueness import estimate_population_uniques
 from anonymizers.source import TableSource
 from anonymizers.utility import Holdout, holdout, information_loss, ml_utility
-from proxy.anonymize_options import hierarchy_specs, pipeline_from_steps, split_columns
-from proxy.cli_support import (
+from proxy.cli.anonymize_options import hierarchy_specs, pipeline_from_steps, split_columns
+from proxy.cli.support import (
     config_option,
     declared_dataset,
     echo_json,

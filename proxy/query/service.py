@@ -44,11 +44,11 @@ from proxy.analysis.statements import (
 )
 from proxy.backends.base import Backend
 from proxy.backends.duckdb import DuckDBBackend
-from proxy.budget_view import budget_table
 from proxy.catalog.shadow import READ_ONLY_PARAMETERS, ShadowCatalog
 from proxy.config import ColumnType, DatasetPolicy
 from proxy.errors import InvalidParameterValueError, UnsupportedQueryError
-from proxy.planning import (
+from proxy.query.budget_view import budget_table
+from proxy.query.planning import (
     checked_epsilon,
     choose_contribution_bound,
     collect_histograms,

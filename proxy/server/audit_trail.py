@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 from budget.audit import AuditEntry, AuditLog, Decision
 from proxy.errors import ProxyError
-from proxy.query_service import StatementOutcome
+from proxy.query.service import StatementOutcome
 
 log = logging.getLogger("veil.audit")
 

@@ -10,15 +10,15 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from mechanisms.random_source import secure_random_source
-from proxy.audit_trail import AuditWriter
 from proxy.backends import open_backend
 from proxy.backends.base import Backend
 from proxy.backends.duckdb import DuckDBBackend
 from proxy.config import DatasetPolicy, ServerSettings, VeilConfig
 from proxy.errors import BackendUnavailableError, ConfigError, TooManyConnectionsError
 from proxy.ledger_access import accountants, open_ledger
-from proxy.query_service import QueryService
-from proxy.session import Session, SessionContext
+from proxy.query.service import QueryService
+from proxy.server.audit_trail import AuditWriter
+from proxy.server.session import Session, SessionContext
 from proxy.wire import messages as wire
 
 log = logging.getLogger("veil.server")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from proxy.query_service import StatementOutcome
+from proxy.query.service import StatementOutcome
 
 MAX_PINGS = 64  # texts per session: a client sending ever new literal queries fills it once, then misses
 

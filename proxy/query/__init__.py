@@ -1,0 +1,2 @@
+"""The query pipeline of one dataset, with no knowledge of the wire: service, planning, explain and the
+`veil.budget` view."""
