@@ -17,8 +17,21 @@ from budget.store import LedgerStore, Transaction
 class Decision(StrEnum):
     ANSWERED = "answered"  # released (noisy, or exact on public data), and charged if noisy
     CACHED = "cached"  # the stored noisy answer of the same query, charged nothing
-    REFUSED = "refused"  # stopped before any data was read: policy, syntax, budget
-    FAILED = "failed"  # an engine or internal error; a reservation, if any, was cancelled
+    REFUSED = "refused"  # stopped before any data was read: policy, syntax, budget — charged nothing
+    FAILED = "failed"  # an engine error, a timeout, a cancel or a disconnection: charged (epsilon > 0)
+    # once the engine had read private rows, and charged nothing if it failed before
+
+
+@dataclass(frozen=True)
+class Charge:
+    """What one statement on private data cost, as the audit log records it: nothing when
+    ``cached`` (the stored answer of the same query)."""
+
+    epsilon: float
+    delta: float
+    accountant: str
+    mechanisms: str
+    cached: bool = False
 
 
 @dataclass(frozen=True)

@@ -389,9 +389,16 @@ class Ledger:
         *,
         statement: str,
         accountant: Accountant = BASIC,
+        cap_step: float | None = None,
     ) -> int:
         """Debit ``cost`` before a query runs; returns the reservation id. Refused, spending
-        nothing, if it would take the analyst past the grant or the dataset past its cap."""
+        nothing, if it would take the analyst past the grant or the dataset past its cap.
+
+        ``cap_step`` (a share of the cap's ε, e.g. 0.05): the cap is checked against what all analysts
+        have spent *rounded up to a multiple of that share*, so whether a query is refused by the cap
+        changes only when the dataset's spending crosses a step — a single spend by another analyst
+        cannot be found by probing with different ε. The cap is never exceeded; up to one step of it
+        may go unused."""
         check_name(dataset, "dataset")
         release = cost if isinstance(cost, Release) else Release(cost.epsilon, cost.delta)
         now = self.now()
@@ -404,7 +411,7 @@ class Ledger:
             if not accountant.fits(account, release, grant=grant.loss):
                 raise _exhausted(self._balance(tx, analyst, dataset, accountant), release.loss)
             cap = _cap(tx, dataset)
-            if cap is not None and not accountant.fits(dataset_totals, release, grant=cap):
+            if cap is not None and not _fits_cap(accountant, dataset_totals, release, cap, cap_step):
                 raise _capped(dataset, cap, release.loss)
             rows = tx.execute(
                 "INSERT INTO spends (analyst, dataset, period, epsilon, delta, rho, rho_delta, statement,"
@@ -740,6 +747,24 @@ def _exhausted(balance: Balance, asked: PrivacyLoss) -> BudgetExhaustedError:
         f'dataset "{balance.dataset}", but only {_describe(left)} remains',
         hint=_EXHAUSTED_HINT,
     )
+
+
+def _fits_cap(
+    accountant: Accountant, totals: Totals, release: Release, cap: PrivacyLoss, step: float | None
+) -> bool:
+    """Whether ``release`` fits under ``cap``, the dataset's spending so far seen in steps of
+    ``step`` × the cap's ε (exactly when ``step`` is None)."""
+    if step is None:
+        return accountant.fits(totals, release, grant=cap)
+    before = accountant.spent(totals, grant=cap)
+    after = accountant.spent(totals.plus(release), grant=cap)
+    coarse = coarse_up(before.epsilon, cap.epsilon * step)
+    return coarse + (after.epsilon - before.epsilon) <= cap.epsilon and after.delta <= cap.delta
+
+
+def coarse_up(amount: float, step: float) -> float:
+    """``amount`` rounded up to a multiple of ``step`` (a hair of float error is not a step)."""
+    return math.ceil(amount / step - 1e-9) * step
 
 
 def _capped(dataset: str, cap: PrivacyLoss, asked: PrivacyLoss) -> BudgetExhaustedError:

@@ -33,6 +33,13 @@ AUTO = "auto"
 DEFAULT_CONTRIBUTION_CAP = 1000
 DEFAULT_EPSILON = 0.1
 DEFAULT_MAX_EPSILON = 1.0
+# The least ε one query may spend (docs/privacy.md, "Side channels"): anything a query reveals outside
+# its noise — whether it failed, how long it took — is priced at no less than this, so a grant of ε
+# buys at most ε / 0.001 such probes.
+DEFAULT_MIN_EPSILON = 0.001
+DEFAULT_STATEMENT_TIMEOUT_MS = 30_000  # no statement's engine queries run longer than this by default
+CAP_VISIBILITIES = ("coarse", "exact")
+COARSE_CAP_STEP = 0.05  # cap_visibility = "coarse": analysts see the cap's use in steps of 5% of it
 DEFAULT_PORT = 5433
 DEFAULT_MAX_MESSAGE_SIZE = 1 << 20  # bytes; larger protocol messages close the connection (08P01)
 DEFAULT_AUTHENTICATION_TIMEOUT_S = 60.0  # PostgreSQL's authentication_timeout
@@ -98,6 +105,21 @@ class TablePolicy:
 
 
 @dataclass(frozen=True)
+class QueryLimits:
+    """The complexity budget of one query on private data, measured on its parsed tree before anything
+    runs (proxy/analysis/complexity.py). It bounds how much work a single row can cause, and so how
+    much a single row can change a query's running time."""
+
+    max_literal_chars: int = 1024  # characters of one literal (string or number)
+    max_nodes: int = 2000  # nodes of the whole parsed statement
+    max_depth: int = 64  # nesting depth of the parsed statement
+    max_function_calls: int = 64  # scalar function calls evaluated for each row
+
+
+LIMIT_KEYS = tuple(field.name for field in dataclasses.fields(QueryLimits))
+
+
+@dataclass(frozen=True)
 class DatasetPolicy:
     """A dataset is what a client names as its database; it lives in one backend.
 
@@ -117,9 +139,19 @@ class DatasetPolicy:
     dsn_env: str | None = None
     schema: str = DEFAULT_SCHEMA
     pool_size: int = DEFAULT_POOL_SIZE
-    statement_timeout_ms: int | None = None
+    statement_timeout_ms: int = DEFAULT_STATEMENT_TIMEOUT_MS  # every engine query of the dataset
     accountant: str = DEFAULT_ACCOUNTANT  # how the ledger composes this dataset's spends
     answer_cache: bool = True  # a repeated query gets its stored noisy answer, free
+    min_epsilon: float = DEFAULT_MIN_EPSILON  # the ε floor: SET veil.epsilon below it is refused
+    response_deadline_ms: int | None = None  # constant-time release (docs/privacy.md); None: off
+    cap_visibility: str = "coarse"  # what analysts see of the dataset cap: "coarse" or "exact"
+
+    @property
+    def cap_step(self) -> float | None:
+        """The share of the cap in whose steps analysts see (and are refused by) its use."""
+        return COARSE_CAP_STEP if self.cap_visibility == "coarse" else None
+
+    limits: QueryLimits = QueryLimits()
 
     def table(self, name: str) -> TablePolicy | None:
         return self.tables.get(name.lower())
@@ -408,10 +440,11 @@ def _table(reader: _Reader, name: str) -> TablePolicy:
     return TablePolicy(name, unit, max_contributions, MappingProxyType(columns))
 
 
-def _dataset(reader: _Reader, name: str, base: Path) -> DatasetPolicy:
+def _dataset(reader: _Reader, name: str, base: Path, server: ServerSettings) -> DatasetPolicy:
     reader.reject_unknown(
         {"backend", "path", "dsn", "dsn_env", "schema", "pool_size", "statement_timeout_ms"}
-        | {"default_epsilon", "max_epsilon", "accountant", "answer_cache", "tables"}
+        | {"default_epsilon", "max_epsilon", "min_epsilon", "accountant", "answer_cache", "tables"}
+        | {"response_deadline_ms", "cap_visibility", "limits"}
     )
     backend = reader.get("backend", str, DUCKDB)
     if backend not in BACKENDS:
@@ -420,6 +453,9 @@ def _dataset(reader: _Reader, name: str, base: Path) -> DatasetPolicy:
     max_epsilon = _positive_number(reader, "max_epsilon", DEFAULT_MAX_EPSILON)
     if default_epsilon > max_epsilon:
         raise reader.fail("default_epsilon", "must not exceed max_epsilon")
+    min_epsilon = _positive_number(reader, "min_epsilon", min(DEFAULT_MIN_EPSILON, default_epsilon))
+    if min_epsilon > default_epsilon:
+        raise reader.fail("min_epsilon", "must not exceed default_epsilon")
     tables = {
         _identifier(table_reader, table, "table"): _table(table_reader, table.lower())
         for table, table_reader in reader.child("tables").children().items()
@@ -427,7 +463,12 @@ def _dataset(reader: _Reader, name: str, base: Path) -> DatasetPolicy:
     accountant = reader.get("accountant", str, DEFAULT_ACCOUNTANT)
     if accountant not in ACCOUNTANTS:
         raise reader.fail("accountant", f"must be one of {', '.join(map(_quoted, ACCOUNTANTS))}")
-    accounting = {"accountant": accountant, "answer_cache": reader.get("answer_cache", bool, True)}
+    accounting = {
+        "accountant": accountant,
+        "answer_cache": reader.get("answer_cache", bool, True),
+        "min_epsilon": min_epsilon,
+        **_side_channel_keys(reader, server),
+    }
     common = (name, backend)
     if backend == POSTGRES:
         return DatasetPolicy(
@@ -439,11 +480,44 @@ def _dataset(reader: _Reader, name: str, base: Path) -> DatasetPolicy:
             **_postgres_keys(reader),
             **accounting,
         )
-    for key in ("dsn", "dsn_env", "schema", "pool_size", "statement_timeout_ms"):
+    for key in ("dsn", "dsn_env", "schema", "pool_size"):
         if key in reader.data:
             raise reader.fail(key, 'is only used with backend = "postgres"')
     path = base / reader.get("path", str, required=True)
     return DatasetPolicy(*common, path, default_epsilon, max_epsilon, MappingProxyType(tables), **accounting)
+
+
+def _side_channel_keys(reader: _Reader, server: ServerSettings) -> dict[str, Any]:
+    """What bounds a query's running time and what analysts see of the cap (docs/privacy.md)."""
+    timeout = _milliseconds(reader, "statement_timeout_ms")
+    deadline = _milliseconds(reader, "response_deadline_ms")
+    if deadline is not None and timeout is not None and deadline > timeout:
+        raise reader.fail("response_deadline_ms", "must not exceed statement_timeout_ms")
+    visibility = reader.get("cap_visibility", str, "coarse")
+    if visibility not in CAP_VISIBILITIES:
+        raise reader.fail("cap_visibility", 'must be "coarse" or "exact"')
+    return {
+        "statement_timeout_ms": timeout or server.statement_timeout_ms or DEFAULT_STATEMENT_TIMEOUT_MS,
+        "response_deadline_ms": deadline,
+        "cap_visibility": visibility,
+        "limits": _limits(reader.child("limits")),
+    }
+
+
+def _milliseconds(reader: _Reader, key: str) -> int | None:
+    value = reader.get(key, int)
+    if value is not None and value < 1:
+        raise reader.fail(key, "must be a positive integer (milliseconds)")
+    return value
+
+
+def _limits(reader: _Reader) -> QueryLimits:
+    reader.reject_unknown(set(LIMIT_KEYS))
+    values = {key: reader.get(key, int, getattr(QueryLimits(), key)) for key in LIMIT_KEYS}
+    for key, value in values.items():
+        if value < 1:
+            raise reader.fail(key, "must be a positive integer")
+    return QueryLimits(**values)
 
 
 def _quoted(name: str) -> str:
@@ -469,23 +543,7 @@ def _postgres_keys(reader: _Reader) -> dict[str, Any]:
     pool_size = reader.get("pool_size", int, DEFAULT_POOL_SIZE)
     if pool_size < 1:
         raise reader.fail("pool_size", "must be a positive integer (connections kept open to PostgreSQL)")
-    authentication_timeout = float(
-        reader.get("authentication_timeout_s", (int, float), DEFAULT_AUTHENTICATION_TIMEOUT_S)
-    )
-    if not 0 < authentication_timeout <= 600:
-        raise reader.fail("authentication_timeout_s", "must be a number of seconds in (0, 600]")
-    timeout = reader.get("statement_timeout_ms", int)
-    if timeout is not None and timeout < 1:
-        raise reader.fail(
-            "statement_timeout_ms", "must be a positive integer (milliseconds); omit it for none"
-        )
-    return {
-        "dsn": dsn,
-        "dsn_env": dsn_env,
-        "schema": schema,
-        "pool_size": pool_size,
-        "statement_timeout_ms": timeout,
-    }
+    return {"dsn": dsn, "dsn_env": dsn_env, "schema": schema, "pool_size": pool_size}
 
 
 def _check_dsn_env(reader: _Reader, dsn_env: str | None) -> None:
@@ -568,7 +626,7 @@ def parse_config(text: str, *, path: Path) -> VeilConfig:
     ledger = _ledger(root.child("ledger"), base)
     server = _server(root.child("server"), base)
     datasets = {
-        _identifier(reader, name, "dataset"): _dataset(reader, name.lower(), base)
+        _identifier(reader, name, "dataset"): _dataset(reader, name.lower(), base, server)
         for name, reader in root.child("datasets").children().items()
     }
     return VeilConfig(path=path, ledger=ledger, server=server, datasets=MappingProxyType(datasets))

@@ -12,6 +12,7 @@ import uuid
 from typing import ClassVar
 
 from budget import errors as budget_errors
+from budget.audit import Charge
 from mechanisms.errors import MechanismError
 
 
@@ -40,6 +41,7 @@ class ProxyError(Exception):
         self.detail = detail
         self.hint = hint
         self.position = position
+        self.charge: Charge | None = None  # a statement that failed after the engine read private rows
 
 
 class QuerySyntaxError(ProxyError, sqlstate="42601"):
@@ -90,9 +92,13 @@ class TlsRequiredError(ProxyError, sqlstate="28000"):
     """A client on another host connected without TLS where ``server.require_tls_for_remote`` is on."""
 
 
+class ProgramLimitExceededError(ProxyError, sqlstate="54001"):
+    """A query on private data over the dataset's complexity budget (``[datasets.NAME.limits]``)."""
+
+
 class QueryCanceledError(ProxyError, sqlstate="57014"):
-    """The engine query was stopped: the client's CancelRequest or the server's statement timeout.
-    Raised before any noisy value exists, so the statement's reservation is cancelled: nothing is spent."""
+    """The engine query was stopped: the client's CancelRequest, the statement timeout, the response
+    deadline or a disconnection. Charged once the engine had started on the statement (docs/privacy.md)."""
 
 
 class AuthenticationFailedError(ProxyError, sqlstate="28P01"):

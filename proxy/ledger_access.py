@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from budget.accountants import Accountant, get_accountant
 from budget.ledger import Ledger
 from proxy.config import (
+    COARSE_CAP_STEP,
     DEFAULT_ACCOUNTANT,
     LEDGER_DSN_HINT,
     DatasetPolicy,
@@ -84,3 +85,9 @@ def dataset_accountant(policy: DatasetPolicy | None) -> Accountant:
 def accountants(config: VeilConfig) -> Callable[[str], Accountant]:
     """Dataset name → its accountant, for ``Ledger.balances(accountant=…)``."""
     return lambda dataset: dataset_accountant(config.dataset(dataset))
+
+
+def cap_steps(config: VeilConfig) -> Callable[[str], float | None]:
+    """Dataset name → the step in which analysts see its cap; coarse for a dataset no longer in the
+    policy (what a name no longer configured may show is the least)."""
+    return lambda dataset: COARSE_CAP_STEP if (policy := config.dataset(dataset)) is None else policy.cap_step

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from proxy.analysis.checks import check_constant_expression, check_public_query
+from proxy.analysis.complexity import check_complexity
 from proxy.analysis.output_names import output_name
 from proxy.analysis.refusals import refuse
 from proxy.analysis.shape import QueryShape, query_shape, referenced_tables
@@ -148,6 +149,8 @@ def classify(tree: exp.Expression, dataset: DatasetPolicy) -> Statement:
         if all((policy := dataset.table(table.name)) is not None and policy.public for table in tables):
             check_public_query(tree)
             return PublicQuery(tree)
+        check_complexity(tree, dataset.limits)
+        _refuse_sampling(tree)
         return PrivateQuery(query_shape(tree, dataset))
     if isinstance(tree, exp.Select):
         if calls_catalog_function(tree):
@@ -155,6 +158,20 @@ def classify(tree: exp.Expression, dataset: DatasetPolicy) -> Statement:
         check_constant_expression(tree)
         return ConstantQuery(tree, tuple(output_name(item) for item in tree.expressions))
     raise UnsupportedQueryError(f"{tree.key.upper()} statements are not supported", hint="Veil is read-only")
+
+
+def _refuse_sampling(tree: exp.Expression) -> None:
+    """``TABLESAMPLE`` / ``USING SAMPLE`` over private data: refused rather than dropped. An answer
+    computed from the whole table while the analyst believes it sampled would be wrong, and pricing a
+    sample's privacy amplification needs the sampling to be Veil's own (secret randomness), not the
+    engine's (a REPEATABLE seed makes it a deterministic filter)."""
+    if tree.find(exp.TableSample) is not None:
+        raise UnsupportedQueryError(
+            "TABLESAMPLE and USING SAMPLE are not supported on private tables",
+            detail="the noise already hides every person; a sample would only add error",
+            hint="remove the sampling clause: the answer over the whole table is cheaper in accuracy "
+            "for the same ε",
+        )
 
 
 def _is_catalog_relation(table: exp.Table, dataset: DatasetPolicy) -> bool:

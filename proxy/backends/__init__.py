@@ -20,13 +20,11 @@ def dialect_of(dataset: DatasetPolicy) -> str:
     return DIALECTS[dataset.backend]
 
 
-def open_backend(
-    dataset: DatasetPolicy, *, environ: Mapping[str, str], statement_timeout_ms: int | None = None
-) -> Backend:
-    """The dataset's engine, opened: DuckDB on ``path``, or a PostgreSQL pool on ``dsn``/``dsn_env``.
+def open_backend(dataset: DatasetPolicy, *, environ: Mapping[str, str]) -> Backend:
+    """The dataset's engine, opened: DuckDB on ``path``, or a PostgreSQL pool on ``dsn``/``dsn_env``,
+    each stopping engine queries that outlive the dataset's ``statement_timeout_ms``.
 
-    ``statement_timeout_ms`` is the server's limit on one engine query; a PostgreSQL dataset's own
-    ``statement_timeout_ms`` takes precedence. Raises ``BackendUnavailableError`` (or ``ConfigError``
+    Raises ``BackendUnavailableError`` (or ``ConfigError``
     for an unset ``dsn_env``) with a message for the administrator when the engine cannot be reached
     at start-up."""
     if dataset.backend == POSTGRES:
@@ -36,9 +34,9 @@ def open_backend(
             dataset.resolve_dsn(environ),
             schema=dataset.schema,
             pool_size=dataset.pool_size,
-            statement_timeout_ms=dataset.statement_timeout_ms or statement_timeout_ms,
+            statement_timeout_ms=dataset.statement_timeout_ms,
         )
     from proxy.backends.duckdb import DuckDBBackend
 
     assert dataset.path is not None  # parse_config requires a path for every duckdb dataset
-    return DuckDBBackend(dataset.path, statement_timeout_ms=statement_timeout_ms)
+    return DuckDBBackend(dataset.path, statement_timeout_ms=dataset.statement_timeout_ms)

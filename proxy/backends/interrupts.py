@@ -1,4 +1,5 @@
-"""Stopping engine queries that are running: a client's CancelRequest and the statement timeout.
+"""Stopping engine queries that are running: a client's CancelRequest, the statement timeout and the
+response deadline.
 
 An engine query runs in a worker thread while its session waits on the event loop, and a
 CancelRequest arrives on a *different* connection. So each backend wraps every engine query in
@@ -8,8 +9,10 @@ registered with
 
 * the session that asked for it — found through the context variable :data:`SESSION_INTERRUPTER`,
   which the session sets once in its task; ``asyncio.to_thread`` copies it into the worker thread, so
-  neither the query pipeline nor the ``Backend`` interface has to carry a cancellation argument; and
-* the backend's :class:`Watchdog`, when a statement timeout is configured.
+  neither the query pipeline nor the ``Backend`` interface has to carry a cancellation argument;
+* the backend's :class:`Watchdog`, when a statement timeout is configured; and
+* the response deadline of the statement (:func:`response_deadline`), when the dataset releases at a
+  fixed time: every engine query still running at the deadline is stopped.
 
 A client that closes its connection while a statement runs is treated as a cancel that lasts: the
 session calls :meth:`Interrupter.close`, which stops the engine queries running then *and* refuses to
@@ -17,8 +20,9 @@ start the statement's later ones, since nobody is left to receive the answer.
 
 Whoever stops the query first records why; when the engine call returns — failed, or even succeeded
 because the stop came too late to reach the engine — :func:`interruptible` raises
-``QueryCanceledError`` (57014) instead. The query pipeline cancels the statement's budget reservation
-on any engine failure, so a stopped query spends nothing.
+``QueryCanceledError`` (57014) instead. Whether a query ran out of time depends on private rows, so
+the query pipeline charges a statement stopped after its engine started as if it had answered
+(docs/privacy.md, "Side channels").
 
 A cancel reaches only engine queries running at that moment, as in PostgreSQL: one that arrives
 between two engine queries of a statement, or while the session is idle, does nothing.
@@ -39,6 +43,7 @@ from proxy.errors import QueryCanceledError
 
 USER_REQUEST: Final = "user request"
 STATEMENT_TIMEOUT: Final = "statement timeout"
+RESPONSE_DEADLINE: Final = "response deadline"
 CLIENT_GONE: Final = "client disconnected"
 
 
@@ -121,15 +126,21 @@ class Watchdog:
     query: starting a thread would cost more than many engine queries take. Queries that end before
     their deadline stay in the heap until then; stopping them is a no-op."""
 
-    def __init__(self, timeout_ms: int) -> None:
+    def __init__(self, timeout_ms: int | None, *, reason: str = STATEMENT_TIMEOUT) -> None:
+        """``timeout_ms`` for :meth:`watch`; None for a watchdog that is only given deadlines."""
         self.timeout_ms = timeout_ms
+        self.reason = reason
         self._deadlines: list[tuple[float, int, EngineQuery]] = []
         self._order = itertools.count()  # ties never compare EngineQuery objects
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
 
     def watch(self, query: EngineQuery) -> None:
-        deadline = time.monotonic() + self.timeout_ms / 1000
+        assert self.timeout_ms is not None
+        self.watch_until(query, time.monotonic() + self.timeout_ms / 1000)
+
+    def watch_until(self, query: EngineQuery, deadline: float) -> None:
+        """Stop ``query`` at ``deadline`` (``time.monotonic()`` seconds) if it still runs then."""
         with self._wake:
             heapq.heappush(self._deadlines, (deadline, next(self._order), query))
             if self._thread is None:
@@ -140,7 +151,7 @@ class Watchdog:
     def _run(self) -> None:
         while True:
             for query in self._due():
-                query.stop(STATEMENT_TIMEOUT)
+                query.stop(self.reason)
 
     def _due(self) -> list[EngineQuery]:
         """Wait until at least one deadline has passed; return those queries."""
@@ -155,6 +166,31 @@ class Watchdog:
                 self._wake.wait(self._deadlines[0][0] - now if self._deadlines else None)
 
 
+# The time (``time.monotonic()``) by which the running statement must be answered, if its dataset
+# releases at a fixed time; set by :func:`response_deadline` in the thread that runs the statement.
+STATEMENT_DEADLINE: ContextVar[float | None] = ContextVar("veil_statement_deadline", default=None)
+_DEADLINES = Watchdog(None, reason=RESPONSE_DEADLINE)
+
+
+@contextmanager
+def response_deadline(deadline_ms: int | None) -> Iterator[None]:
+    """Release the block's outcome — an answer or an error — exactly ``deadline_ms`` after it began.
+
+    The deadline is fixed before anything runs, from the policy alone, so the response time says
+    nothing about private rows; engine queries still running at the deadline are stopped (57014), and
+    the block's outcome waits for the deadline otherwise. Without a deadline the block runs as it is."""
+    if deadline_ms is None:
+        yield
+        return
+    deadline = time.monotonic() + deadline_ms / 1000
+    token = STATEMENT_DEADLINE.set(deadline)
+    try:
+        yield
+    finally:
+        STATEMENT_DEADLINE.reset(token)
+        time.sleep(max(0.0, deadline - time.monotonic()))
+
+
 @contextmanager
 def interruptible(interrupt: Callable[[], None], *, watchdog: Watchdog | None) -> Iterator[None]:
     """Run the block as one engine query that the session's CancelRequest and the watchdog can stop.
@@ -162,12 +198,17 @@ def interruptible(interrupt: Callable[[], None], *, watchdog: Watchdog | None) -
     If it was stopped, raise ``QueryCanceledError`` whatever the block did: its failure is the stop's
     doing, and a result that arrived anyway must not be used after the client was told it was
     cancelled."""
+    deadline = STATEMENT_DEADLINE.get()
+    if deadline is not None and time.monotonic() >= deadline:
+        raise response_deadline_error()  # before it starts: a late answer would show the miss anyway
     query = EngineQuery(interrupt)
     interrupter = SESSION_INTERRUPTER.get()
     if interrupter is not None and not interrupter.add(query):
         raise client_gone_error()
     if watchdog is not None:
         watchdog.watch(query)
+    if deadline is not None:
+        _DEADLINES.watch_until(query, deadline)
     try:
         yield
     finally:
@@ -179,28 +220,34 @@ def interruptible(interrupt: Callable[[], None], *, watchdog: Watchdog | None) -
 
 def _raise_if_stopped(query: EngineQuery, watchdog: Watchdog | None) -> None:
     if query.reason == USER_REQUEST:
-        raise QueryCanceledError(
-            "canceling statement due to user request",
-            detail="no answer was released, so nothing was spent",
-        ) from None
+        raise QueryCanceledError("canceling statement due to user request") from None
     if query.reason == CLIENT_GONE:
         raise client_gone_error() from None
-    if query.reason == STATEMENT_TIMEOUT and watchdog is not None:
+    if query.reason == STATEMENT_TIMEOUT and watchdog is not None and watchdog.timeout_ms is not None:
         raise statement_timeout_error(watchdog.timeout_ms) from None
+    if query.reason == RESPONSE_DEADLINE:
+        raise response_deadline_error() from None
 
 
 def client_gone_error() -> QueryCanceledError:
     """What the audit log records for a statement whose client left (no client reads it)."""
-    return QueryCanceledError(
-        "canceling statement because the client disconnected",
-        detail="no answer was released, so nothing was spent",
-    )
+    return QueryCanceledError("canceling statement because the client disconnected")
 
 
 def statement_timeout_error(timeout_ms: int) -> QueryCanceledError:
     return QueryCanceledError(
         "canceling statement due to statement timeout",
-        detail=f"an engine query ran past the statement timeout of {timeout_ms} ms; nothing was spent",
+        detail=f"an engine query ran past the statement timeout of {timeout_ms} ms",
         hint="narrow the query (fewer rows, groups or joins), or ask the administrator to raise "
         "statement_timeout_ms",
+    )
+
+
+def response_deadline_error() -> QueryCanceledError:
+    """The same words whatever was still running: only the fact of the miss is revealed."""
+    return QueryCanceledError(
+        "canceling statement: the response deadline passed",
+        detail="this dataset releases every answer at a fixed time, and the query was not done by then",
+        hint="narrow the query (fewer rows, groups or joins), or ask the administrator to raise "
+        "response_deadline_ms",
     )

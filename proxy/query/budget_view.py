@@ -1,12 +1,18 @@
 """``veil.budget``: what the connected analyst may still spend, per dataset, answered from the
 ledger alone (it reads no data, so it costs nothing). ``SHOW veil.budget`` returns the same table,
-and ``SELECT … FROM veil.budget`` may filter, sort or compute over it."""
+and ``SELECT … FROM veil.budget`` may filter, sort or compute over it.
+
+The dataset cap is spent by every analyst together, so its exact remainder would show other analysts'
+activity the moment they spend. Unless the policy says ``cap_visibility = "exact"``, the view shows
+what is left of it in steps of 5% of the cap — the same steps in which the ledger refuses a query
+at the cap (``Ledger.reserve(cap_step=…)``) — and ``cap_binds``: whether the cap, not the analyst's
+own grant, is what limits the next answer."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from budget.ledger import Accountant, Ledger
+from budget.ledger import Accountant, DatasetCap, Ledger, coarse_up
 from proxy.config import ColumnType
 from proxy.release.apply import ReleasedTable, ResultColumn
 
@@ -26,17 +32,24 @@ COLUMNS = (
     ResultColumn("releases", ColumnType.INTEGER),
     ResultColumn("cap_epsilon", _REAL),
     ResultColumn("cap_remaining_epsilon", _REAL),
+    ResultColumn("cap_binds", ColumnType.BOOLEAN),
 )
 
 
 def budget_table(
-    ledger: Ledger, analyst: str, *, accountant: Callable[[str], Accountant | None]
+    ledger: Ledger,
+    analyst: str,
+    *,
+    accountant: Callable[[str], Accountant | None],
+    cap_step: Callable[[str], float | None],
 ) -> ReleasedTable:
-    """One row per dataset the analyst holds a grant on; the cap columns are NULL without a cap."""
+    """One row per dataset the analyst holds a grant on; the cap columns are NULL without a cap.
+    ``cap_step`` names each dataset's visible step of its cap (None: exact)."""
     rows = []
     for balance in ledger.balances(analyst, accountant=accountant):
         cap = ledger.cap(balance.dataset, accountant=accountant(balance.dataset))
-        cap_left = None if cap.cap_epsilon is None else max(0.0, cap.cap_epsilon - cap.spent_epsilon)
+        cap_left = _cap_left(cap, cap_step(balance.dataset))
+        binds = None if cap_left is None else cap_left < balance.remaining_epsilon
         rows.append(
             (
                 balance.dataset,
@@ -52,6 +65,14 @@ def budget_table(
                 balance.releases,
                 cap.cap_epsilon,
                 cap_left,
+                binds,
             )
         )
     return ReleasedTable(COLUMNS, rows)
+
+
+def _cap_left(cap: DatasetCap, step: float | None) -> float | None:
+    if cap.cap_epsilon is None:
+        return None
+    spent = cap.spent_epsilon if step is None else coarse_up(cap.spent_epsilon, cap.cap_epsilon * step)
+    return max(0.0, cap.cap_epsilon - spent)

@@ -37,10 +37,18 @@ Execute = Callable[[str], tuple[list[tuple[str, str]], list[tuple[Any, ...]]]]
 
 
 def checked_epsilon(dataset: DatasetPolicy, chosen: float | None) -> float:
-    """The ε one query spends: the session's choice, else the dataset default, never above max_epsilon."""
+    """The ε one query spends: the session's choice, else the dataset default, within
+    [min_epsilon, max_epsilon]. The floor exists because what a query reveals outside its noise — that
+    it failed, how long it took — is priced at its ε: at 1e-9 such probes would be free."""
     epsilon = dataset.default_epsilon if chosen is None else chosen
     if not (math.isfinite(epsilon) and epsilon > 0):
         raise InvalidParameterValueError(f"epsilon must be greater than 0, got {epsilon:g}")
+    if epsilon < dataset.min_epsilon:
+        raise InvalidParameterValueError(
+            f"veil.epsilon = {epsilon:g} is below this dataset's min_epsilon of {dataset.min_epsilon:g}",
+            detail="every answer costs at least min_epsilon, so that nothing it reveals is free",
+            hint=f"SET veil.epsilon to at least {dataset.min_epsilon:g}",
+        )
     if epsilon > dataset.max_epsilon:
         raise InvalidParameterValueError(
             f"veil.epsilon = {epsilon:g} exceeds this dataset's max_epsilon of {dataset.max_epsilon:g}",

@@ -2,7 +2,8 @@
 
 parse → classify (QueryShape) → price → reserve → rewrite → execute → noise → commit.
 The reservation *is* the debit: it counts as spent from the moment it exists, so a crash between
-execution and commit can only overcharge. A failure before any noisy value exists cancels it.
+execution and commit can only overcharge. Only a failure before any engine query was sent cancels
+it: after that, every outcome is charged (docs/privacy.md, "Side channels").
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from sqlglot import exp
 
 from budget.accountants import Accountant
 from budget.answer_cache import CacheKey
+from budget.audit import Charge
 from budget.ledger import BASIC, Ledger
 from mechanisms.random_source import RandomSource
 from proxy import __version__
@@ -44,11 +46,19 @@ from proxy.analysis.statements import (
 )
 from proxy.backends.base import Backend
 from proxy.backends.duckdb import DuckDBBackend
+from proxy.backends.interrupts import response_deadline
 from proxy.catalog.shadow import READ_ONLY_PARAMETERS, ShadowCatalog
-from proxy.config import ColumnType, DatasetPolicy
-from proxy.errors import InvalidParameterValueError, UnsupportedQueryError
+from proxy.config import COARSE_CAP_STEP, ColumnType, DatasetPolicy
+from proxy.errors import (
+    BackendUnavailableError,
+    InvalidParameterValueError,
+    ProxyError,
+    QueryCanceledError,
+    UnsupportedQueryError,
+)
 from proxy.query.budget_view import budget_table
 from proxy.query.planning import (
+    Execute,
     checked_epsilon,
     choose_contribution_bound,
     collect_histograms,
@@ -94,17 +104,6 @@ _ENGINE_TYPES = {  # DuckDB's type names, then PostgreSQL's
 
 
 @dataclass(frozen=True)
-class Charge:
-    """What a differentially private answer cost (for the audit log): nothing when ``cached``."""
-
-    epsilon: float
-    delta: float
-    accountant: str
-    mechanisms: str
-    cached: bool = False
-
-
-@dataclass(frozen=True)
 class StatementOutcome:
     """What one statement produced: a command tag, maybe a table, and notices for the client."""
 
@@ -141,9 +140,12 @@ class QueryService:
         ledger: Ledger,
         rng: RandomSource,
         accountant_of: Callable[[str], Accountant] = lambda _dataset: BASIC,
+        cap_step_of: Callable[[str], float | None] | None = None,
     ) -> None:
         """``accountant_of`` names each dataset's accountant (the policy's choice), for this
-        dataset's debits and for the ``veil.budget`` view, which spans the analyst's datasets."""
+        dataset's debits and for the ``veil.budget`` view, which spans the analyst's datasets;
+        ``cap_step_of`` the step in which analysts see each dataset's cap (None: exactly); by default
+        this dataset's own, and coarse for the others."""
         self.dataset, self.backend, self.sandbox, self.ledger, self.rng = (
             dataset,
             backend,
@@ -152,6 +154,9 @@ class QueryService:
             rng,
         )
         self.accountant_of = accountant_of
+        self.cap_step_of = cap_step_of or (
+            lambda name: dataset.cap_step if name == dataset.name else COARSE_CAP_STEP
+        )
         self.accountant = accountant_of(dataset.name)
         self.postprocessor = PostprocessEngine()
         self.catalog = ShadowCatalog(dataset)  # built on the first catalog query
@@ -265,8 +270,19 @@ class QueryService:
     def _answer_privately(
         self, shape: QueryShape, text: str, *, principal: Principal, settings: SessionSettings
     ) -> StatementOutcome:
+        """At the dataset's response deadline if it has one (constant-time release), else at once."""
+        with response_deadline(self.dataset.response_deadline_ms):
+            return self._answer_and_charge(shape, text, principal=principal, settings=settings)
+
+    def _answer_and_charge(
+        self, shape: QueryShape, text: str, *, principal: Principal, settings: SessionSettings
+    ) -> StatementOutcome:
         """Price, look for a stored answer, reserve, measure, commit — in that order: nothing is
-        read from private rows before the reservation exists."""
+        read from private rows before the reservation exists.
+
+        Once an engine query has been sent, the statement is charged whatever becomes of it — an
+        answer, an engine error, a timeout, a cancel, a disconnection: whether and when a query fails
+        depends on private rows too. Only a failure before the engine saw the query is free."""
         shape = resolve_group_domains(shape, execute=self.backend.execute, dialect=self.backend.dialect)
         epsilon = self.epsilon(settings)
         options = _release_options(shape, epsilon, settings)
@@ -279,34 +295,58 @@ class QueryService:
                 plan, decode_table(stored), principal=principal, settings=settings, cached=True
             )
         reservation = self.ledger.reserve(
-            principal.name, self.dataset.name, release_cost(plan), statement=text, accountant=self.accountant
+            principal.name,
+            self.dataset.name,
+            release_cost(plan),
+            statement=text,
+            accountant=self.accountant,
+            cap_step=self.dataset.cap_step,
         )
+        engine = _EngineCalls(self.backend.execute)
         try:
             if shape.table.auto_contributions:
                 shape = choose_contribution_bound(
-                    shape,
-                    epsilon=plan.bound_epsilon,
-                    execute=self.backend.execute,
-                    dialect=dialect,
-                    rng=self.rng,
+                    shape, epsilon=plan.bound_epsilon, execute=engine.execute, dialect=dialect, rng=self.rng
                 )
                 plan, sql = prepare_release(shape, epsilon=epsilon, dialect=dialect, **options)
-            noisy = self._measure(plan, sql)
-        except BaseException:
-            self.ledger.cancel(reservation)
-            raise
+            noisy = self._measure(plan, sql, execute=engine.execute)
+        except BaseException as error:
+            if not engine.sent:
+                self.ledger.cancel(reservation)
+                raise
+            self.ledger.commit(reservation)
+            raise self._charged_failure(error, plan) from None
         self.ledger.commit(reservation)  # noisy values exist: from here on the spend stands
         if key is not None:
             self.ledger.answer_cache.put(key, encode_table(noisy), spend_id=reservation)
         log.info("released analyst=%s dataset=%s epsilon=%s", principal.name, self.dataset.name, plan.epsilon)
         return self._respond(plan, noisy, principal=principal, settings=settings, cached=False)
 
-    def _measure(self, plan: ReleasePlan, sql: str | None) -> ReleasedTable:
+    def _charged_failure(self, error: BaseException, plan: ReleasePlan) -> BaseException:
+        """The error a charged failure ends with. A stop (cancel, timeout, deadline, disconnection)
+        keeps its own fixed words; any other failure becomes one constant engine error, so that *how* a
+        query failed says no more than *that* it failed. The original goes to the server log only."""
+        if not isinstance(error, Exception):
+            return error  # KeyboardInterrupt, SystemExit: the process is stopping
+        if isinstance(error, QueryCanceledError):
+            failure: ProxyError = QueryCanceledError(error.message, detail=error.detail, hint=error.hint)
+        else:
+            log.error("charged engine failure dataset=%s: %r", self.dataset.name, error)
+            failure = BackendUnavailableError(
+                "the database engine failed while answering the query",
+                hint="the details are in the server log; try the query again or narrow it",
+            )
+        failure.charge = self._charge(plan, cached=False)
+        note = f"this failed query was charged {plan.describe()}, since the engine had read private rows"
+        failure.detail = f"{failure.detail}; {note}" if failure.detail else note
+        return failure
+
+    def _measure(self, plan: ReleasePlan, sql: str | None, *, execute: Execute) -> ReleasedTable:
         dialect = self.backend.dialect
-        exact_rows = typed_key_rows(plan, self.backend.execute(sql)[1]) if sql is not None else []
-        histograms = collect_histograms(plan, execute=self.backend.execute, dialect=dialect)
+        exact_rows = typed_key_rows(plan, execute(sql)[1]) if sql is not None else []
+        histograms = collect_histograms(plan, execute=execute, dialect=dialect)
         totals_sql = totals_query(plan, dialect=dialect)
-        totals = self.backend.execute(totals_sql)[1][0] if totals_sql is not None else ()
+        totals = execute(totals_sql)[1][0] if totals_sql is not None else ()
         return release(plan, exact_rows, rng=self.rng, histograms=histograms, exact_totals=totals)
 
     def _cache_key(self, plan: ReleasePlan, sql: str | None, principal: Principal) -> CacheKey:
@@ -342,19 +382,26 @@ class QueryService:
                 f"{m.quantity.label} ±{m.error_bound(cells=cells):.4g}" for m in plan.measurements
             )
             notices.append(f"95% error bounds of the noise (over all {cells} row(s)): {bounds}")
-        charge = Charge(
+        return StatementOutcome(
+            f"SELECT {len(table.rows)}",
+            table=table,
+            notices=tuple(notices),
+            charge=self._charge(plan, cached=cached),
+        )
+
+    def _charge(self, plan: ReleasePlan, *, cached: bool) -> Charge:
+        return Charge(
             epsilon=plan.epsilon,
             delta=plan.delta,
             accountant=self.accountant.name,
             mechanisms=", ".join(sorted({m.mechanism for m in plan.measurements})),
             cached=cached,
         )
-        return StatementOutcome(
-            f"SELECT {len(table.rows)}", table=table, notices=tuple(notices), charge=charge
-        )
 
     def _budget(self, principal: Principal) -> ReleasedTable:
-        return budget_table(self.ledger, principal.name, accountant=self.accountant_of)
+        return budget_table(
+            self.ledger, principal.name, accountant=self.accountant_of, cap_step=self.cap_step_of
+        )
 
     def _postprocess(self, shape: QueryShape, noisy: ReleasedTable) -> ReleasedTable:
         """The query's own arithmetic, HAVING, ORDER BY and LIMIT, over noisy values only."""
@@ -437,6 +484,19 @@ class QueryService:
         if name.lower() == "veil.epsilon" and not value:
             return repr(self.dataset.default_epsilon)
         return value
+
+
+class _EngineCalls:
+    """The engine as one statement sees it, remembering whether any query was sent: from then on the
+    engine may have read private rows, and the statement is charged whatever its outcome."""
+
+    def __init__(self, execute: Execute) -> None:
+        self._execute = execute
+        self.sent = False
+
+    def execute(self, sql: str) -> tuple[list[tuple[str, str]], list[tuple[Any, ...]]]:
+        self.sent = True
+        return self._execute(sql)
 
 
 _CHANGES_THE_SESSION = (

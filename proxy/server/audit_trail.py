@@ -1,8 +1,11 @@
 """The audit entries of one message from a client: what each statement was and what became of it.
 
 Refusals are audited too — they cost nothing but show what an analyst tried. A statement is
-"refused" when Veil stopped it (policy, syntax, budget, settings: SQLSTATE classes 0A, 22, 25, 28,
-42, 53) and "failed" when something broke (engine, internals); neither released anything.
+"refused" when Veil stopped it before any engine saw it (policy, syntax, budget, settings, complexity:
+SQLSTATE classes 0A, 22, 25, 28, 42, 53, 54) and "failed" when it did not end in an answer after that
+(engine error, statement timeout, response deadline, cancel, disconnection, internals). Neither
+released anything; a failure after the engine read private rows is charged all the same, and its
+entry carries the ε and δ charged.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from proxy.query.service import StatementOutcome
 log = logging.getLogger("veil.audit")
 
 MAX_STATEMENT_CHARS = 10_000
-_REFUSING_CLASSES = ("0A", "22", "25", "28", "42", "53")
+_REFUSING_CLASSES = ("0A", "22", "25", "28", "42", "53", "54")
 _UNSTAMPED = datetime.min.replace(tzinfo=UTC)
 
 
@@ -55,9 +58,19 @@ class AuditTrail:
 
     def refused(self, statement: str, error: ProxyError) -> None:
         self.urgent = True
-        refused = error.sqlstate.startswith(_REFUSING_CLASSES)
+        refused = error.sqlstate.startswith(_REFUSING_CLASSES) and error.charge is None
         decision = Decision.REFUSED if refused else Decision.FAILED
-        self._add(statement, decision, sqlstate=error.sqlstate, error=error.message)
+        charge = error.charge
+        self._add(
+            statement,
+            decision,
+            epsilon=charge.epsilon if charge else 0.0,
+            delta=charge.delta if charge else 0.0,
+            accountant=charge.accountant if charge else "",
+            mechanisms=charge.mechanisms if charge else "",
+            sqlstate=error.sqlstate,
+            error=error.message,
+        )
 
     def entries(self, at: datetime) -> list[AuditEntry]:
         """Stamped when the message is done: its statements share one time."""

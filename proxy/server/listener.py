@@ -15,7 +15,7 @@ from proxy.backends.base import Backend
 from proxy.backends.duckdb import DuckDBBackend
 from proxy.config import DatasetPolicy, ServerSettings, VeilConfig
 from proxy.errors import BackendUnavailableError, ConfigError, TooManyConnectionsError
-from proxy.ledger_access import accountants, open_ledger
+from proxy.ledger_access import accountants, cap_steps, open_ledger
 from proxy.query.service import QueryService
 from proxy.server.audit_trail import AuditWriter
 from proxy.server.session import Session, SessionContext
@@ -38,7 +38,7 @@ def build_context(config: VeilConfig, *, environ: Mapping[str, str] = NO_ENVIRON
     backends: dict[str, Backend] = {}
     try:
         for name, dataset in config.datasets.items():
-            backends[name] = _open_backend(dataset, environ, config.server.statement_timeout_ms)
+            backends[name] = _open_backend(dataset, environ)
     except BaseException:
         for backend in backends.values():
             backend.close()
@@ -52,6 +52,7 @@ def build_context(config: VeilConfig, *, environ: Mapping[str, str] = NO_ENVIRON
             ledger=ledger,
             rng=rng,
             accountant_of=accountants(config),
+            cap_step_of=cap_steps(config),
         )
         for name, dataset in config.datasets.items()
     }
@@ -91,11 +92,9 @@ def tls_context(settings: ServerSettings) -> ssl.SSLContext | None:
     return context
 
 
-def _open_backend(
-    dataset: DatasetPolicy, environ: Mapping[str, str], statement_timeout_ms: int | None
-) -> Backend:
+def _open_backend(dataset: DatasetPolicy, environ: Mapping[str, str]) -> Backend:
     try:
-        return open_backend(dataset, environ=environ, statement_timeout_ms=statement_timeout_ms)
+        return open_backend(dataset, environ=environ)
     except BackendUnavailableError as error:
         raise BackendUnavailableError(
             f'dataset "{dataset.name}": {error.message}', detail=error.detail, hint=error.hint

@@ -474,9 +474,9 @@ class Session:
     async def _in_worker(self, function: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
         """Run pipeline work in a worker thread, watching the connection meanwhile. If the client closes
         it, the session's engine queries are interrupted the way a CancelRequest stops them (and any
-        the statement would start later are refused): the pipeline then cancels the reservation, so
-        an answer nobody can receive costs no budget. The work's outcome — usually 57014 — is audited
-        as usual, then the session ends without running what the client had pipelined."""
+        the statement would start later are refused). The statement is still charged if its engine
+        had started: leaving must not take back a slow outcome. The work's outcome — usually 57014 —
+        is audited as usual, then the session ends without running what the client had pipelined."""
         work = asyncio.ensure_future(asyncio.to_thread(function, *args, **kwargs))
         watch = asyncio.ensure_future(self._peer_closed())
         try:

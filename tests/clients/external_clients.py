@@ -53,6 +53,15 @@ class SlowTarget:
     query: str = SLOW_QUERY
 
 
+def assert_cancel_charged(slow: SlowTarget, analyst: Analyst) -> None:
+    """A cancelled query is charged like an answered one (docs/privacy.md, "Side channels"): its one
+    reservation was committed, and what the analyst spent is exactly that spend's ε."""
+    (spend,) = slow.admin.history(analyst)
+    assert spend["state"] == "committed"
+    assert spend["epsilon"] > 0
+    assert slow.admin.balance(analyst)["spent_epsilon"] == pytest.approx(spend["epsilon"])
+
+
 @pytest.fixture(scope="module")
 def certificate(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_certificate(tmp_path_factory.mktemp("external-tls"))

@@ -1,8 +1,9 @@
 """CancelRequest and the statement timeout, through ``veil serve``, on DuckDB and PostgreSQL.
 
-A cancelled or timed-out DP query fails with SQLSTATE 57014, its reservation ends ``cancelled`` (no
-budget spent, since no answer was released), and the connection goes on working. A CancelRequest
-with a wrong secret key does nothing, as in PostgreSQL.
+A cancelled or timed-out DP query fails with SQLSTATE 57014 and is charged — its reservation is
+committed, since whether and when a query stops depends on private rows (docs/privacy.md, "Side
+channels") — and the connection goes on working. A CancelRequest with a wrong secret key does nothing,
+as in PostgreSQL.
 """
 
 from __future__ import annotations
@@ -71,12 +72,19 @@ def check_cancel(
         assert time.monotonic() - started < 20
         assert raised.value.sqlstate == "57014"
         assert raised.value.diag.message_primary == "canceling statement due to user request"
+        assert "this failed query was charged" in (raised.value.diag.message_detail or "")
         assert connection.execute("SELECT 1").fetchone() == (1,)
-    assert only_spend(admin, analyst) == "cancelled"
-    assert admin.balance(analyst)["spent_epsilon"] == 0
+    assert_charged(admin, analyst)
 
 
-def test_a_cancel_request_stops_a_duckdb_query_and_spends_nothing(
+def assert_charged(admin: Admin, analyst: Analyst) -> None:
+    """The stopped query's one spend was committed, and it is all the analyst spent."""
+    (spend,) = admin.history(analyst)
+    assert spend["state"] == "committed" and spend["epsilon"] > 0
+    assert admin.balance(analyst)["spent_epsilon"] == pytest.approx(spend["epsilon"])
+
+
+def test_a_cancel_request_stops_a_duckdb_query_and_is_charged(
     slow_server: RunningServer, slow_config: Path
 ) -> None:
     check_cancel(slow_server, Admin(slow_config), SLOW_QUERY)
@@ -116,9 +124,7 @@ def test_a_cancel_request_with_a_wrong_secret_is_ignored(
     assert "cancel request with an unknown key" in slow_server.output()
 
 
-def test_the_statement_timeout_stops_a_duckdb_query_and_spends_nothing(
-    slow_config: Path, tmp_path: Path
-) -> None:
+def test_the_statement_timeout_stops_a_duckdb_query_and_is_charged(slow_config: Path, tmp_path: Path) -> None:
     config = with_server_settings(slow_config, "timeout.toml", statement_timeout_ms=TIMEOUT_MS)
     admin = Admin(config)
     analyst = admin.add_analyst(1.0, prefix="hasty")
@@ -129,7 +135,7 @@ def test_the_statement_timeout_stops_a_duckdb_query_and_spends_nothing(
         assert time.monotonic() - started < 10
         assert f"{TIMEOUT_MS} ms" in (raised.value.diag.message_detail or "")
         assert connection.execute("SELECT COUNT(*) FROM medium WHERE v > 50").fetchone() is not None
-    assert [spend["state"] for spend in admin.history(analyst)] == ["cancelled", "committed"]
+    assert [spend["state"] for spend in admin.history(analyst)] == ["committed", "committed"]
 
 
 # ---- PostgreSQL ---------------------------------------------------------------------------------
@@ -160,7 +166,7 @@ def postgres_config(
 
 
 @pytest.mark.postgres
-def test_a_cancel_request_stops_a_postgres_query_and_spends_nothing(
+def test_a_cancel_request_stops_a_postgres_query_and_is_charged(
     postgres_config: Callable[..., Path], tmp_path: Path
 ) -> None:
     config = postgres_config()
@@ -179,4 +185,4 @@ def test_the_server_statement_timeout_applies_to_postgres_datasets(
         with pytest.raises(pg_errors.QueryCanceled, match="statement timeout"):
             connection.execute(SLOW_QUERY)
         assert connection.execute("SELECT 1").fetchone() == (1,)
-    assert only_spend(admin, analyst) == "cancelled"
+    assert_charged(admin, analyst)

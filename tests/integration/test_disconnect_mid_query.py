@@ -1,8 +1,9 @@
 """A client that closes its connection while a DP query runs, through ``veil serve`` on the slow dataset.
 
-Nobody can receive the answer, so the session interrupts the engine query as a CancelRequest would:
-the reservation ends ``cancelled`` (nothing spent), the audit log records the statement as failed with
-57014, the server logs one line, and it goes on answering other clients. Messages a client pipelines
+Nobody can receive the answer, so the session interrupts the engine query as a CancelRequest would.
+The statement is charged all the same — leaving must not take back a slow outcome (docs/privacy.md,
+"Side channels") —, the audit log records it as failed with 57014 and the ε charged, the server logs
+one line, and it goes on answering other clients. Messages a client pipelines
 behind a running query are not mistaken for a disconnection.
 """
 
@@ -38,6 +39,10 @@ def reset(connection: psycopg.Connection[Any]) -> None:
     connection.close()
 
 
+def audit_entries(admin: Admin, analyst: Analyst) -> list[dict[str, Any]]:
+    return json.loads(admin.check("audit", "--analyst", analyst.name, "--json").stdout)  # type: ignore[no-any-return]
+
+
 def spend_states(admin: Admin, analyst: Analyst) -> list[str]:
     return [spend["state"] for spend in admin.history(analyst)]
 
@@ -50,7 +55,7 @@ def wait_for(condition: Callable[[], bool], what: str) -> None:
 
 
 @pytest.mark.parametrize("leave", [terminate, reset], ids=["terminate", "reset"])
-def test_a_client_leaving_mid_query_stops_it_and_spends_nothing(
+def test_a_client_leaving_mid_query_stops_it_and_is_charged(
     slow_server: RunningServer, slow_config: Path, leave: Callable[[psycopg.Connection[Any]], None]
 ) -> None:
     admin = Admin(slow_config)
@@ -62,11 +67,15 @@ def test_a_client_leaving_mid_query_stops_it_and_spends_nothing(
     left = time.monotonic()
     leave(connection)
 
-    wait_for(lambda: spend_states(admin, analyst) == ["cancelled"], "the reservation was cancelled")
+    wait_for(lambda: spend_states(admin, analyst) == ["committed"], "the reservation was committed")
     assert time.monotonic() - left < SETTLE_TIMEOUT
-    assert admin.balance(analyst)["spent_epsilon"] == 0
-    (entry,) = json.loads(admin.check("audit", "--analyst", analyst.name, "--json").stdout)
+    (spend,) = admin.history(analyst)
+    assert spend["epsilon"] > 0
+    assert admin.balance(analyst)["spent_epsilon"] == pytest.approx(spend["epsilon"])
+    wait_for(lambda: audit_entries(admin, analyst) != [], "the statement was audited")
+    (entry,) = audit_entries(admin, analyst)
     assert (entry["statement"], entry["decision"], entry["sqlstate"]) == (SLOW_QUERY, "failed", "57014")
+    assert entry["epsilon"] == pytest.approx(spend["epsilon"])
     assert "client disconnected" in entry["error"]
     assert "client disconnected mid-statement" in slow_server.output()
     with connect(slow_server, admin.add_analyst(1.0, prefix="after")) as other:

@@ -555,7 +555,7 @@ def test_parses_postgres_dataset(tmp_path: Path) -> None:
 
 def test_postgres_dataset_defaults(tmp_path: Path) -> None:
     demo = parse(postgres_document(dsn="postgresql://veil@db/clinic"), tmp_path).dataset("demo")
-    assert (demo.schema, demo.pool_size, demo.statement_timeout_ms) == ("public", 4, None)
+    assert (demo.schema, demo.pool_size, demo.statement_timeout_ms) == ("public", 4, 30_000)
 
 
 def test_dsn_env_is_stored_and_resolved_only_from_the_mapping_given(tmp_path: Path) -> None:
