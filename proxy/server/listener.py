@@ -18,7 +18,8 @@ from proxy.errors import BackendUnavailableError, ConfigError, TooManyConnection
 from proxy.ledger_access import accountants, cap_steps, open_ledger
 from proxy.query.service import QueryService
 from proxy.server.audit_trail import AuditWriter
-from proxy.server.session import Session, SessionContext
+from proxy.server.context import SessionContext
+from proxy.server.session import Session
 from proxy.wire import messages as wire
 
 log = logging.getLogger("veil.server")

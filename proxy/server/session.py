@@ -1,7 +1,8 @@
 """One client connection: the PostgreSQL v3 conversation around the query pipeline.
 
-The session owns the socket; the codecs in ``proxy.wire`` do no I/O; the pipeline in
-``proxy.query.service`` knows nothing of the wire. Blocking work (engine, ledger) runs in worker
+The session speaks through its ``Connection`` (proxy/server/connection.py) once ``log_in``
+(proxy/server/login.py) has authenticated the analyst; the codecs in ``proxy.wire`` do no I/O; the
+pipeline in ``proxy.query.service`` knows nothing of the wire. Blocking work (engine, ledger) runs in worker
 threads so one slow query never stalls other connections. Any error is turned into an
 ErrorResponse here, and only ``ProxyError`` text ever reaches the client.
 """
@@ -10,47 +11,41 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
-import secrets
-import ssl
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
-from budget.ledger import Ledger
 from proxy.analysis.parameters import Tree, parameterized_statement
 from proxy.analysis.statements import DeallocateStatement, classify
 from proxy.backends.interrupts import SESSION_INTERRUPTER, Interrupter
-from proxy.config import DEFAULT_AUTHENTICATION_TIMEOUT_S, DEFAULT_MAX_MESSAGE_SIZE, ColumnType
+from proxy.config import ColumnType
 from proxy.errors import (
     AuthenticationFailedError,
     InFailedTransactionError,
-    MissingUserError,
     ProtocolViolationError,
     ProxyError,
     QueryCanceledError,
-    TlsRequiredError,
     UnknownDatabaseError,
     as_proxy_error,
 )
 from proxy.query.service import Description, Principal, QueryService, StatementOutcome
 from proxy.release.apply import ResultColumn
-from proxy.server.audit_trail import AuditTrail, AuditWriter
-from proxy.server.cancel_keys import CancelKeys
+from proxy.server.audit_trail import AuditTrail
+from proxy.server.connection import READ_CHUNK, ClientGone, Connection
+from proxy.server.context import SessionContext
+from proxy.server.login import log_in
 from proxy.server.pings import Ping, PingMemory
 from proxy.server.prepared import Portal, PreparedState, PreparedStatement, parameter_types
 from proxy.settings import SessionSettings
 from proxy.wire import messages as wire
 from proxy.wire import types as pgtypes
-from proxy.wire.errors import ScramAuthenticationError, WireProtocolError
+from proxy.wire.errors import WireProtocolError
 from proxy.wire.rows import text_data_rows
-from proxy.wire.scram import ScramServerExchange
 from proxy.wire.values import TEXT_FORMAT, encode_value
 
 log = logging.getLogger("veil.session")
 
-READ_CHUNK = 65536
 TYPE_OIDS = {
     ColumnType.INTEGER: pgtypes.INT8,
     ColumnType.REAL: pgtypes.FLOAT8,
@@ -73,10 +68,6 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class ClientGone(Exception):
-    """The peer closed the connection; nothing more can be sent."""
-
-
 @dataclass
 class _Attempt:
     """One extended-protocol message: its audit trail, and the statement it concerns once known (a
@@ -86,38 +77,18 @@ class _Attempt:
     statement: str | None = None
 
 
-@dataclass(frozen=True)
-class SessionContext:
-    """What every session shares: the ledger and its audit writer, one query service per dataset, the
-    server's limits, its TLS context (None: SSLRequest is answered 'N') and the keys that route a
-    CancelRequest to the session it names."""
-
-    ledger: Ledger
-    services: Mapping[str, QueryService]
-    audit: AuditWriter  # appends to the ledger's audit log, on a thread of its own
-    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
-    authentication_timeout: float = DEFAULT_AUTHENTICATION_TIMEOUT_S  # seconds from connect to logged in
-    tls: ssl.SSLContext | None = None
-    require_tls_for_remote: bool = False  # clients not on loopback must have negotiated TLS
-    cancel_keys: CancelKeys = field(default_factory=CancelKeys)
-    # Fixed for the server's lifetime: an unknown analyst gets the same fake salt on every attempt,
-    # so retrying cannot tell a missing name from a wrong password.
-    mock_salt_key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
-
-
 class Session:
     def __init__(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, context: SessionContext
     ) -> None:
-        self.reader, self.writer, self.context = reader, writer, context
-        self.buffer = wire.MessageReader(max_message_size=context.max_message_size)
-        self.peer = _peer(writer)
+        self.connection = Connection(reader, writer, max_message_size=context.max_message_size)
+        self.context = context
+        self.peer = self.connection.peer
         self.settings = SessionSettings()
         self.transaction_status = "I"  # ReadyForQuery status: idle, in a transaction block, or failed
         self.prepared = PreparedState()
         self.pending = bytearray()  # extended-protocol output not yet sent (until Sync or Flush)
         self.skipping = False  # after an extended-protocol error, messages are discarded until Sync
-        self.left_mid_statement = False  # the client closed the connection while a statement ran
         self.pings = PingMemory()  # this session's remembered answers to SELECT 1 and the like
 
     async def run(self) -> None:
@@ -129,7 +100,7 @@ class Session:
         try:
             await self._converse()
         except ClientGone:
-            if not self.left_mid_statement:  # else _in_worker has logged it
+            if not self.connection.left_mid_statement:  # else _in_worker has logged it
                 log.info("client disconnected peer=%s", self.peer)
         except OSError as error:  # reset by the peer, a broken TLS record
             log.info("connection lost peer=%s error=%s", self.peer, error)
@@ -144,17 +115,19 @@ class Session:
             await self._send_fatal(error)
         finally:
             self.context.cancel_keys.revoke(self.interrupter)
-            self.writer.close()
+            self.connection.writer.close()
 
     async def _converse(self) -> None:
         try:
-            logged_in = await asyncio.wait_for(self._log_in(), self.context.authentication_timeout)
+            logged_in = await asyncio.wait_for(
+                log_in(self.connection, self.context), self.context.authentication_timeout
+            )
         except TimeoutError:
             log.warning("authentication timed out peer=%s", self.peer)
             raise QueryCanceledError("canceling authentication due to timeout") from None
         if logged_in is None:
             return
-        startup, principal = logged_in
+        startup, principal = logged_in.startup, logged_in.principal
         database = startup.parameters.get("database") or startup.parameters["user"]
         service = self.context.services.get(database)
         if service is None:
@@ -167,63 +140,6 @@ class Session:
         log.info("session started peer=%s analyst=%s dataset=%s", self.peer, principal.name, database)
         await self._query_loop(service, principal)
 
-    async def _log_in(self) -> tuple[wire.StartupMessage, Principal] | None:
-        """Startup and SCRAM, bounded by the authentication timeout: a client that connects and says
-        nothing must not hold a connection slot for ever. None: the connection carried a CancelRequest."""
-        startup = await self._startup()
-        if startup is None:
-            return None
-        user = startup.parameters.get("user", "")
-        if not user:
-            raise MissingUserError("no PostgreSQL user name specified in startup packet")
-        return startup, await self._authenticate(user)
-
-    async def _startup(self) -> wire.StartupMessage | None:
-        """Negotiate encryption, then return the StartupMessage — or None when the connection carried
-        a CancelRequest (it says nothing more) or its TLS handshake failed.
-
-        SSLRequest is answered 'S' and the connection wrapped in TLS when the server has a
-        certificate, else 'N'; GSSENCRequest always 'N'. Clients then send the StartupMessage."""
-        while True:
-            packet = wire.decode_startup_packet(await self._next_startup())
-            if isinstance(packet, wire.SSLRequest) and self.context.tls is not None:
-                if not await self._start_tls(self.context.tls):
-                    return None
-            elif isinstance(packet, wire.SSLRequest | wire.GSSENCRequest):
-                await self._send(wire.ssl_refused())
-            elif isinstance(packet, wire.CancelRequest):
-                await self._cancel_other_session(packet)
-                return None
-            else:
-                self._check_tls_requirement()
-                return packet
-
-    async def _authenticate(self, user: str) -> Principal:
-        """SCRAM-SHA-256; unknown analysts run the same exchange and fail the same way."""
-        verifier = await asyncio.to_thread(self.context.ledger.verifier, user) if user else None
-        exchange = ScramServerExchange(verifier, username=user, mock_salt_key=self.context.mock_salt_key)
-        await self._send(wire.authentication_sasl(["SCRAM-SHA-256"]))
-        try:
-            initial = wire.decode_sasl_initial_response(await self._password_message())
-            if initial.mechanism != "SCRAM-SHA-256":
-                raise ScramAuthenticationError(f"unsupported SASL mechanism {initial.mechanism}")
-            await self._send(
-                wire.authentication_sasl_continue(exchange.server_first(initial.initial_response))
-            )
-            final = exchange.server_final(await self._password_message())
-        except ScramAuthenticationError:
-            log.warning("authentication failed peer=%s user=%s", self.peer, user)
-            raise AuthenticationFailedError(f'password authentication failed for user "{user}"') from None
-        await self._send(wire.authentication_sasl_final(final) + wire.authentication_ok())
-        return Principal(user)
-
-    async def _password_message(self) -> bytes:
-        type_byte, payload = await self._next_message()
-        message = wire.decode_frontend_message(type_byte, payload)
-        if not isinstance(message, wire.PasswordMessage):
-            raise WireProtocolError("expected a SASL response during authentication")
-        return message.data
-
     def _send_ready_state(self, user: str) -> None:
         """ParameterStatus for every parameter clients read at startup, then the key a CancelRequest
         must quote to stop this session's queries, then ReadyForQuery."""
@@ -232,13 +148,13 @@ class Session:
         key = self.context.cancel_keys.issue(self.interrupter)
         out.append(wire.backend_key_data(key.process_id, key.secret_key))
         out.append(wire.ready_for_query("I"))
-        self.writer.write(b"".join(out))
+        self.connection.writer.write(b"".join(out))
 
     async def _query_loop(self, service: QueryService, principal: Principal) -> None:
         """Serve both protocols until Terminate. After an error in the extended protocol every message
         up to the next Sync is discarded, as PostgreSQL does, so a pipeline stops at its first error."""
         while True:
-            message = wire.decode_frontend_message(*await self._next_message())
+            message = wire.decode_frontend_message(*await self.connection.next_message())
             if isinstance(message, wire.Terminate):
                 return
             if isinstance(message, wire.Sync):
@@ -485,7 +401,7 @@ class Session:
             watch.cancel()
             await asyncio.wait((watch,))  # until its read is over: the reader allows one at a time
         if not work.done():
-            self.left_mid_statement = True
+            self.connection.left_mid_statement = True
             log.warning("client disconnected mid-statement peer=%s action=interrupt", self.peer)
             await asyncio.to_thread(self.interrupter.close)
         return await work
@@ -494,14 +410,14 @@ class Session:
         """Return when the client closes the connection (EOF, or a reset). Bytes that arrive first —
         pipelined messages — are not a disconnection: they go to the message buffer for the query
         loop, up to READ_AHEAD."""
-        while self.buffer.buffered_size < READ_AHEAD:
+        while self.connection.buffer.buffered_size < READ_AHEAD:
             try:
-                data = await self.reader.read(READ_CHUNK)
+                data = await self.connection.reader.read(READ_CHUNK)
             except OSError:
                 return
             if not data:
                 return
-            self.buffer.feed(data)
+            self.connection.buffer.feed(data)
         await asyncio.get_running_loop().create_future()  # stop reading; cancelled when the work ends
 
     async def _execute(
@@ -541,104 +457,11 @@ class Session:
     async def _flush(self) -> None:
         if self.pending:
             data, self.pending = bytes(self.pending), bytearray()
-            await self._send(data)
-
-    async def _fill(self) -> None:
-        data = await self.reader.read(READ_CHUNK)
-        if not data:
-            raise ClientGone
-        self.buffer.feed(data)
-
-    async def _next_startup(self) -> bytes:
-        while (payload := self.buffer.next_startup()) is None:
-            await self._fill()
-        return payload
-
-    async def _next_message(self) -> tuple[bytes, bytes]:
-        if self.left_mid_statement:  # what the client pipelined before leaving is not run
-            raise ClientGone
-        while (message := self.buffer.next_message()) is None:
-            await self._fill()
-        return message
-
-    async def _send(self, data: bytes) -> None:
-        try:
-            self.writer.write(data)
-            await self.writer.drain()
-        except (ConnectionError, RuntimeError):
-            raise ClientGone from None
+            await self.connection.send(data)
 
     async def _send_fatal(self, error: ProxyError) -> None:
         with contextlib.suppress(ClientGone):
-            await self._send(_error(error, severity="FATAL"))
-
-    # ---- connection set-up: TLS and CancelRequest (used by _startup) ----
-
-    async def _start_tls(self, tls: ssl.SSLContext) -> bool:
-        """Answer 'S' and run the TLS handshake; False (logged) if the handshake fails.
-
-        Bytes that arrived after the SSLRequest were sent before encryption: taking them as the
-        first decrypted bytes would let a man in the middle inject a StartupMessage or a query
-        (CVE-2021-23214), so they end the connection instead."""
-        if self.writer.get_extra_info("ssl_object") is not None:
-            raise WireProtocolError("SSLRequest received after TLS was already negotiated")
-        if self.buffer.buffered_size or _unread_bytes(self.reader):
-            raise WireProtocolError("received unencrypted data after SSL request")
-        await self._send(wire.ssl_accepted())
-        try:
-            await self.writer.start_tls(tls)
-        except OSError as error:  # ssl.SSLError included
-            log.warning("TLS handshake failed peer=%s error=%s", self.peer, error)
-            return False
-        return True
-
-    def _check_tls_requirement(self) -> None:
-        if not self.context.require_tls_for_remote or self.writer.get_extra_info("ssl_object") is not None:
-            return
-        address = self.writer.get_extra_info("peername")
-        if _is_loopback(address):
-            return
-        raise TlsRequiredError(
-            "connections from other hosts must use TLS",
-            detail=f"{address[0]} connected without encryption",
-            hint='connect with sslmode=require (psql "postgresql://…?sslmode=require")',
-        )
-
-    async def _cancel_other_session(self, request: wire.CancelRequest) -> None:
-        """Stop the engine queries of the session the request names; a wrong key does nothing and
-        gets no answer, as in PostgreSQL."""
-        target = self.context.cancel_keys.find(request.process_id, request.secret_key)
-        if target is None:
-            log.warning(
-                "cancel request with an unknown key peer=%s process_id=%s", self.peer, request.process_id
-            )
-            return
-        log.info("cancel request peer=%s process_id=%s", self.peer, request.process_id)
-        await asyncio.to_thread(target.cancel)  # a PostgreSQL engine is canceled over the network
-
-
-def _unread_bytes(reader: asyncio.StreamReader) -> int:
-    """Bytes received from the socket but not yet read. StreamReader has no public way to ask; its
-    ``_buffer`` has been the same bytearray since asyncio began."""
-    return len(getattr(reader, "_buffer", b""))
-
-
-def _is_loopback(address: object) -> bool:
-    """A TCP peer on this host (IPv4, IPv6 or IPv4-mapped IPv6); anything not TCP counts as local."""
-    if not isinstance(address, tuple):
-        return True
-    try:
-        ip = ipaddress.ip_address(address[0])
-    except ValueError:
-        return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_loopback
-
-
-def _peer(writer: asyncio.StreamWriter) -> str:
-    address = writer.get_extra_info("peername")
-    return f"{address[0]}:{address[1]}" if isinstance(address, tuple) else str(address)
+            await self.connection.send(_error(error, severity="FATAL"))
 
 
 def _error(error: ProxyError, *, severity: str = "ERROR") -> bytes:

@@ -10,7 +10,7 @@ import pytest
 from proxy.config import ServerSettings, parse_config
 from proxy.errors import ConfigError
 from proxy.server.listener import tls_context
-from proxy.server.session import _is_loopback
+from proxy.server.login import is_loopback
 from tests.unit.proxy.test_config import parse, valid_document
 
 
@@ -90,4 +90,4 @@ def test_a_file_that_is_not_a_certificate_stops_the_start_up(tmp_path: Path) -> 
     ],
 )
 def test_knows_which_peers_are_on_this_host(address: object, loopback: bool) -> None:
-    assert _is_loopback(address) is loopback
+    assert is_loopback(address) is loopback
