@@ -48,10 +48,17 @@ class AuditEntry:
     mechanisms: str = ""
     sqlstate: str = ""
     error: str = ""
+    outcome: str = ""  # what ended a failed statement (FAILURE_OUTCOMES); empty otherwise
     id: int | None = None
 
 
-_COLUMNS = "at, analyst, client, dataset, statement, decision, epsilon, delta, accountant, mechanisms, sqlstate, error"
+# What ended a statement that failed after its engine had started (and was charged), or before it.
+FAILURE_OUTCOMES = ("engine error", "timed out", "deadline missed", "cancelled", "disconnected")
+
+_COLUMNS = (
+    "at, analyst, client, dataset, statement, decision, epsilon, delta, accountant, mechanisms, sqlstate, error,"
+    " outcome"
+)
 
 
 class AuditLog:
@@ -85,7 +92,7 @@ def _utc(moment: datetime) -> datetime:
 
 def _insert(tx: Transaction, entry: AuditEntry) -> None:
     tx.execute(
-        f"INSERT INTO audit ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"INSERT INTO audit ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             _utc(entry.at).isoformat(),
             entry.analyst,
@@ -99,6 +106,7 @@ def _insert(tx: Transaction, entry: AuditEntry) -> None:
             entry.mechanisms,
             entry.sqlstate,
             entry.error,
+            entry.outcome,
         ),
     )
 
@@ -118,6 +126,7 @@ def _entry(row: tuple[object, ...]) -> AuditEntry:
         mechanisms,
         sqlstate,
         error,
+        outcome,
     ) = row
     return AuditEntry(
         at=datetime.fromisoformat(str(at)),
@@ -132,5 +141,6 @@ def _entry(row: tuple[object, ...]) -> AuditEntry:
         mechanisms=str(mechanisms),
         sqlstate=str(sqlstate),
         error=str(error),
+        outcome=str(outcome),
         id=int(id_),  # type: ignore[call-overload]
     )

@@ -15,7 +15,7 @@ from budget.errors import LedgerStoreError
 from budget.store import LedgerStore, Transaction, not_a_ledger
 
 APPLICATION = "veil-ledger"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 TABLES = frozenset({"schema_version", "analysts", "grants", "caps", "spends", "totals", "audit", "answers"})
 
 # Text compares byte by byte in both stores (PostgreSQL's "C" collation is SQLite's BINARY), so
@@ -102,7 +102,8 @@ _TABLES = (
         accountant {text} NOT NULL,
         mechanisms {text} NOT NULL,
         sqlstate {text} NOT NULL,
-        error {text} NOT NULL
+        error {text} NOT NULL,
+        outcome {text} NOT NULL DEFAULT ''
     )""",
     "CREATE INDEX audit_by_time ON audit (at)",
     """CREATE TABLE answers (
@@ -194,12 +195,16 @@ def ensure_schema(store: LedgerStore, *, after_upgrade: Callable[[Transaction], 
                 transaction.execute(statement)
             transaction.execute("INSERT INTO schema_version VALUES (?, ?)", (APPLICATION, SCHEMA_VERSION))
             return False
-        if check_version(store, transaction) < SCHEMA_VERSION:
+        version = check_version(store, transaction)
+        if version == 1:
             _upgrade_from_1(transaction)
-            if after_upgrade is not None:
-                after_upgrade(transaction)
-            return True
-        return False
+        elif version == 2:
+            _upgrade_from_2(transaction)
+        else:
+            return False
+        if after_upgrade is not None:
+            after_upgrade(transaction)
+        return True
 
 
 def _postgres_schema(transaction: Transaction, schema: str) -> None:
@@ -241,8 +246,15 @@ def _tables(store: LedgerStore, transaction: Transaction) -> set[str]:
     return {str(row[0]) for row in rows} - {"sqlite_sequence"}
 
 
+def _upgrade_from_2(transaction: Transaction) -> None:
+    """Version 3 adds the audit log's ``outcome`` (what ended a failed statement: engine error, timed
+    out, deadline missed, cancelled, disconnected); older rows keep an empty one."""
+    transaction.execute("ALTER TABLE audit ADD COLUMN outcome TEXT NOT NULL DEFAULT ''")
+    transaction.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+
+
 def _upgrade_from_1(transaction: Transaction) -> None:
-    """Version 1 (SQLite only) had analysts, grants and spends. Move them into version 2's tables;
+    """Version 1 (SQLite only) had analysts, grants and spends. Move them into today's tables;
     the running totals are rebuilt from the spends by the ledger, in the same transaction."""
     for trigger in ("grants_no_update", "grants_no_delete", "spends_no_delete", "spends_only_close"):
         transaction.execute(f"DROP TRIGGER IF EXISTS {trigger}")

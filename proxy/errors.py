@@ -98,7 +98,12 @@ class ProgramLimitExceededError(ProxyError, sqlstate="54001"):
 
 class QueryCanceledError(ProxyError, sqlstate="57014"):
     """The engine query was stopped: the client's CancelRequest, the statement timeout, the response
-    deadline or a disconnection. Charged once the engine had started on the statement (docs/privacy.md)."""
+    deadline or a disconnection. Charged once the engine had started on the statement (docs/privacy.md).
+    ``outcome`` says which, in the audit log's words (budget.audit.FAILURE_OUTCOMES)."""
+
+    def __init__(self, message: str, *, outcome: str = "cancelled", **kwargs: object) -> None:
+        super().__init__(message, **kwargs)  # type: ignore[arg-type]
+        self.outcome = outcome
 
 
 class AuthenticationFailedError(ProxyError, sqlstate="28P01"):

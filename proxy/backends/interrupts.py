@@ -231,12 +231,13 @@ def _raise_if_stopped(query: EngineQuery, watchdog: Watchdog | None) -> None:
 
 def client_gone_error() -> QueryCanceledError:
     """What the audit log records for a statement whose client left (no client reads it)."""
-    return QueryCanceledError("canceling statement because the client disconnected")
+    return QueryCanceledError("canceling statement because the client disconnected", outcome="disconnected")
 
 
 def statement_timeout_error(timeout_ms: int) -> QueryCanceledError:
     return QueryCanceledError(
         "canceling statement due to statement timeout",
+        outcome="timed out",
         detail=f"an engine query ran past the statement timeout of {timeout_ms} ms",
         hint="narrow the query (fewer rows, groups or joins), or ask the administrator to raise "
         "statement_timeout_ms",
@@ -247,6 +248,7 @@ def response_deadline_error() -> QueryCanceledError:
     """The same words whatever was still running: only the fact of the miss is revealed."""
     return QueryCanceledError(
         "canceling statement: the response deadline passed",
+        outcome="deadline missed",
         detail="this dataset releases every answer at a fixed time, and the query was not done by then",
         hint="narrow the query (fewer rows, groups or joins), or ask the administrator to raise "
         "response_deadline_ms",

@@ -841,6 +841,7 @@ AUDIT_COLUMNS = (
     "client",
     "dataset",
     "decision",
+    Column("outcome", optional=True),
     Column("epsilon", "ε"),
     Column("delta", "δ", optional=True),
     Column("accountant", optional=True),
@@ -850,7 +851,7 @@ AUDIT_COLUMNS = (
     Column("error", optional=True, width=60),
 )
 AUDIT_FIELDS = [
-    "id", "at", "analyst", "client", "dataset", "decision", "epsilon", "delta",
+    "id", "at", "analyst", "client", "dataset", "decision", "outcome", "epsilon", "delta",
     "accountant", "mechanisms", "sqlstate", "statement", "error",
 ]  # fmt: skip
 
@@ -896,8 +897,9 @@ def audit(
 ) -> None:
     """Export the audit log of every statement analysts sent.
 
-    Oldest first, with each statement's time, client address, normalized SQL, decision (answered, cached, refused, failed), the ε and δ charged, the
-    accountant and mechanisms, and the error of a refused or failed statement.
+    Oldest first, with each statement's time, client address, normalized SQL, decision (answered, cached, refused, failed), what ended a
+    failed one (outcome: engine error, timed out, deadline missed, cancelled, disconnected — each charged once the engine had started), the ε
+    and δ charged, the accountant and mechanisms, and the error of a refused or failed statement.
 
     \b
     Example:

@@ -329,7 +329,9 @@ class QueryService:
         if not isinstance(error, Exception):
             return error  # KeyboardInterrupt, SystemExit: the process is stopping
         if isinstance(error, QueryCanceledError):
-            failure: ProxyError = QueryCanceledError(error.message, detail=error.detail, hint=error.hint)
+            failure: ProxyError = QueryCanceledError(
+                error.message, detail=error.detail, hint=error.hint, outcome=error.outcome
+            )
         else:
             log.error("charged engine failure dataset=%s: %r", self.dataset.name, error)
             failure = BackendUnavailableError(

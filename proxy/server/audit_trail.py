@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from budget.audit import AuditEntry, AuditLog, Decision
-from proxy.errors import ProxyError
+from proxy.errors import ProxyError, QueryCanceledError
 from proxy.query.service import StatementOutcome
 
 log = logging.getLogger("veil.audit")
@@ -70,6 +70,7 @@ class AuditTrail:
             mechanisms=charge.mechanisms if charge else "",
             sqlstate=error.sqlstate,
             error=error.message,
+            outcome=_outcome(error),
         )
 
     def entries(self, at: datetime) -> list[AuditEntry]:
@@ -87,6 +88,7 @@ class AuditTrail:
         mechanisms: str = "",
         sqlstate: str = "",
         error: str = "",
+        outcome: str = "",
     ) -> None:
         self._pending.append(
             AuditEntry(
@@ -102,8 +104,17 @@ class AuditTrail:
                 mechanisms=mechanisms,
                 sqlstate=sqlstate,
                 error=error,
+                outcome=outcome,
             )
         )
+
+
+def _outcome(error: ProxyError) -> str:
+    """What ended a statement that failed once its engine had started: a stop says which, anything
+    else was the engine's error; a refusal has no outcome."""
+    if isinstance(error, QueryCanceledError):
+        return error.outcome
+    return "engine error" if error.charge is not None else ""
 
 
 _Request = tuple[Sequence[AuditEntry], asyncio.AbstractEventLoop, "asyncio.Future[None]"]

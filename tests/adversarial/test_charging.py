@@ -7,10 +7,12 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from budget.audit import Decision
 from budget.errors import BudgetExhaustedError
 from budget.loss import PrivacyLoss
 from proxy.backends.interrupts import SESSION_INTERRUPTER, Interrupter
@@ -20,6 +22,7 @@ from proxy.errors import (
     QueryCanceledError,
     UnknownColumnError,
 )
+from proxy.server.audit_trail import AuditTrail
 from proxy.wire.scram import make_scram_verifier
 from tests.adversarial.probe_dataset import BACKENDS, SLOW_QUERY, Probe, probe_service
 
@@ -38,11 +41,21 @@ def test_an_engine_failure_is_charged_with_one_constant_error(probe: Probe) -> N
     assert failed.value.charge is not None and failed.value.charge.epsilon == pytest.approx(0.1)
     assert probe.states() == ["committed"]
     assert probe.spent() == pytest.approx(0.1)
+    assert audited(failed.value) == (Decision.FAILED, "engine error", pytest.approx(0.1))
+
+
+def audited(error: ProxyError) -> tuple[Decision, str, float]:
+    """What the session's audit trail records for a statement that ended with ``error``."""
+    trail = AuditTrail("alice", "127.0.0.1:5", "probe")
+    trail.refused("SELECT …", error)
+    (entry,) = trail.entries(datetime.now(UTC))
+    return entry.decision, entry.outcome, entry.epsilon
 
 
 def test_a_refusal_before_the_engine_spends_nothing(probe: Probe) -> None:
-    with pytest.raises(UnknownColumnError):
+    with pytest.raises(UnknownColumnError) as unknown:
         probe.run("SELECT COUNT(*) FROM people WHERE salary > 1")
+    assert audited(unknown.value) == (Decision.REFUSED, "", 0.0)
     probe.ledger.add_analyst("carol", make_scram_verifier("secret", iterations=1))
     probe.ledger.grant("carol", "probe", PrivacyLoss(0.05, 0))
     with pytest.raises(BudgetExhaustedError):  # the domain error; the session maps it to 53Z01
@@ -83,6 +96,8 @@ def test_a_cancel_or_a_disconnection_is_charged(probe: Probe, stop: str) -> None
     assert "this failed query was charged" in (error.detail or "")
     assert probe.states() == ["committed"]
     assert probe.spent() == pytest.approx(0.1)
+    outcome = "cancelled" if stop == "cancel" else "disconnected"
+    assert audited(error) == (Decision.FAILED, outcome, pytest.approx(0.1))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -94,3 +109,4 @@ def test_a_statement_timeout_is_charged(backend: str, tmp_path: Path, request: p
             probe.run(SLOW_QUERY)
         assert "this failed query was charged ε=0.1" in (stopped.value.detail or "")
         assert probe.states() == ["committed"]
+        assert audited(stopped.value) == (Decision.FAILED, "timed out", pytest.approx(0.1))

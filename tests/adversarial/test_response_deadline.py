@@ -29,6 +29,7 @@ def test_answers_and_misses_leave_at_the_deadline(
             probe.run(SLOW_QUERY)
         assert time.monotonic() - started >= DEADLINE_MS / 1000
         assert missed.value.message == "canceling statement: the response deadline passed"
+        assert missed.value.outcome == "deadline missed"
         assert "this failed query was charged ε=0.1" in (missed.value.detail or "")
         assert probe.states() == ["committed"] * 3
 

@@ -508,7 +508,7 @@ def check_cancelled(slow: Slow) -> None:
     entries = json.loads(slow.target.admin.check("audit", "--analyst", slow.analyst.name, "--json").stdout)
     (entry,) = [entry for entry in entries if entry["statement"] == slow.target.query]
     assert (entry["decision"], entry["sqlstate"]) == ("failed", "57014"), entry
-    assert entry["epsilon"] > 0, entry
+    assert entry["epsilon"] > 0 and entry["outcome"] == "cancelled", entry
 
 
 @pytest.mark.parametrize("client", list(SCENARIOS))

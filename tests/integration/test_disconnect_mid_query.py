@@ -75,7 +75,7 @@ def test_a_client_leaving_mid_query_stops_it_and_is_charged(
     wait_for(lambda: audit_entries(admin, analyst) != [], "the statement was audited")
     (entry,) = audit_entries(admin, analyst)
     assert (entry["statement"], entry["decision"], entry["sqlstate"]) == (SLOW_QUERY, "failed", "57014")
-    assert entry["epsilon"] == pytest.approx(spend["epsilon"])
+    assert (entry["epsilon"], entry["outcome"]) == (pytest.approx(spend["epsilon"]), "disconnected")
     assert "client disconnected" in entry["error"]
     assert "client disconnected mid-statement" in slow_server.output()
     with connect(slow_server, admin.add_analyst(1.0, prefix="after")) as other:

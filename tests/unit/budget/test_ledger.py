@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from budget.amounts import as_decimal, decimal_sum
+from budget.audit import AuditEntry, Decision
 from budget.errors import (
     AnalystExistsError,
     BudgetExhaustedError,
@@ -146,8 +147,25 @@ def test_open_finds_an_existing_ledger(ledgers: Ledgers, ledger: Ledger) -> None
 
 def test_open_refuses_a_newer_schema(ledgers: Ledgers, ledger: Ledger) -> None:
     behind_the_back(ledger, "UPDATE schema_version SET version = 99")
-    with pytest.raises(LedgerStoreError, match="schema version 99; this Veil reads up to 2"):
+    with pytest.raises(LedgerStoreError, match="schema version 99; this Veil reads up to 3"):
         ledgers.reopen(ledger)
+
+
+def test_open_upgrades_a_version_2_ledger_and_keeps_its_audit_log(ledgers: Ledgers, ledger: Ledger) -> None:
+    """Version 3 added the audit log's ``outcome``; older rows keep an empty one."""
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    old = AuditEntry(at, "alice", "127.0.0.1:1", "demo", "SELECT 1", Decision.ANSWERED)
+    ledger.audit_log.append(old)
+    behind_the_back(ledger, "ALTER TABLE audit DROP COLUMN outcome")
+    behind_the_back(ledger, "UPDATE schema_version SET version = 2")
+    again = ledgers.reopen(ledger)
+    failed = AuditEntry(at, "alice", "127.0.0.1:1", "demo", "SELECT 2", Decision.FAILED, outcome="timed out")
+    again.audit_log.append(failed)
+    assert [(entry.statement, entry.outcome) for entry in again.audit_log.entries()] == [
+        ("SELECT 1", ""),
+        ("SELECT 2", "timed out"),
+    ]
+    assert again.verify() == []
 
 
 def test_spends_cannot_be_deleted_behind_the_ledgers_back(ledger: Ledger) -> None:

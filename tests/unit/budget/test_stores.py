@@ -14,6 +14,7 @@ import pytest
 from budget.errors import BudgetExhaustedError, LedgerStoreError
 from budget.ledger import Ledger, SpendState
 from budget.loss import PrivacyLoss
+from budget.schema import SCHEMA_VERSION
 from budget.store import SQLiteStore, open_store
 from tests.unit.budget.test_ledger import VERIFIER, spend
 
@@ -163,7 +164,7 @@ def test_open_upgrades_a_version_1_ledger(upgraded: Ledger) -> None:
     conn = sqlite3.connect(upgraded.path)
     try:
         assert conn.execute("SELECT application, version FROM schema_version").fetchall() == [
-            ("veil-ledger", 2)
+            ("veil-ledger", SCHEMA_VERSION)
         ]
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     finally:
