@@ -169,6 +169,9 @@ class Watchdog:
 # The time (``time.monotonic()``) by which the running statement must be answered, if its dataset
 # releases at a fixed time; set by :func:`response_deadline` in the thread that runs the statement.
 STATEMENT_DEADLINE: ContextVar[float | None] = ContextVar("veil_statement_deadline", default=None)
+# Set by a caller that waits for the deadline itself (the session, on its event loop): a worker thread
+# asleep until the deadline would hold one of the few threads every session's statements run in.
+RELEASE_AT: ContextVar[list[float] | None] = ContextVar("veil_release_at", default=None)
 _DEADLINES = Watchdog(None, reason=RESPONSE_DEADLINE)
 
 
@@ -178,7 +181,8 @@ def response_deadline(deadline_ms: int | None) -> Iterator[None]:
 
     The deadline is fixed before anything runs, from the policy alone, so the response time says
     nothing about private rows; engine queries still running at the deadline are stopped (57014), and
-    the block's outcome waits for the deadline otherwise. Without a deadline the block runs as it is."""
+    the block's outcome waits for the deadline otherwise — here, or, when the caller set
+    :data:`RELEASE_AT`, in the caller, which is handed the deadline. Without one the block runs as it is."""
     if deadline_ms is None:
         yield
         return
@@ -188,7 +192,10 @@ def response_deadline(deadline_ms: int | None) -> Iterator[None]:
         yield
     finally:
         STATEMENT_DEADLINE.reset(token)
-        time.sleep(max(0.0, deadline - time.monotonic()))
+        if (waiter := RELEASE_AT.get()) is not None:
+            waiter.append(deadline)  # the caller waits, without holding this worker thread
+        else:
+            time.sleep(max(0.0, deadline - time.monotonic()))
 
 
 @contextmanager

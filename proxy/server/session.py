@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
 from proxy.analysis.parameters import Tree, parameterized_statement
 from proxy.analysis.statements import DeallocateStatement, classify
-from proxy.backends.interrupts import SESSION_INTERRUPTER, Interrupter
+from proxy.backends.interrupts import RELEASE_AT, SESSION_INTERRUPTER, Interrupter
 from proxy.config import ColumnType
 from proxy.errors import (
     AuthenticationFailedError,
@@ -393,7 +394,10 @@ class Session:
         the statement would start later are refused). The statement is still charged if its engine
         had started: leaving must not take back a slow outcome. The work's outcome — usually 57014 —
         is audited as usual, then the session ends without running what the client had pipelined."""
+        release_at: list[float] = []  # a response deadline, handed back by the pipeline
+        token = RELEASE_AT.set(release_at)  # copied into the worker's context by to_thread
         work = asyncio.ensure_future(asyncio.to_thread(function, *args, **kwargs))
+        RELEASE_AT.reset(token)
         watch = asyncio.ensure_future(self._peer_closed())
         try:
             await asyncio.wait((work, watch), return_when=asyncio.FIRST_COMPLETED)
@@ -404,7 +408,11 @@ class Session:
             self.connection.left_mid_statement = True
             log.warning("client disconnected mid-statement peer=%s action=interrupt", self.peer)
             await asyncio.to_thread(self.interrupter.close)
-        return await work
+        try:
+            return await work
+        finally:
+            if release_at:  # the answer, or the error, leaves at the deadline: wait here, not in a thread
+                await asyncio.sleep(max(0.0, release_at[-1] - time.monotonic()))
 
     async def _peer_closed(self) -> None:
         """Return when the client closes the connection (EOF, or a reset). Bytes that arrive first —
