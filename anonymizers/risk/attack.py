@@ -9,6 +9,16 @@ whether the true released record r_i^1 is among them:
   attack on i fails and i contributes risk 0;
 * sampling at rate α: i is not an outlier when N_i = |C_i^H ∪ C_i^L| > T' = k·α, and then |C_i| ← |C_i|/α
   (the erratum of §3.3: the worked example prints the inequality reversed);
+* record suppression is not a generalization to the root: a released row whose quasi-identifiers are all
+  ``*`` (how ARX, and any tool that keeps every row, writes a suppressed record) says only "this record
+  was suppressed", and under class-wise suppression (global recoding: a record is suppressed exactly when
+  its class fails the model) an attacker who knows the rules sees whether r_i^0's class was published.
+  So the ``*`` rows are candidates only for the records with no published candidate, and then they are
+  all of them, with certainty (C_i^H). Counting them for everyone, as spec §3.1's "a suppressed cell is
+  the root" does for cells, made a k-anonymous release with m ``*`` rows score n_q = m instead of k
+  (issue 12) [decision]. Under partial suppression (some records of a published class) a suppressed
+  record's attacker looks in the published class and fails: risk 0 for it, its class-mates count one
+  fewer candidate;
 * re-identifying adversary (Def 4.4): n_q = min_i |C_i|, risk 1/n_q;
 * revealing adversary (Def 4.5): n_s = min_i (distinct sensitive values in C_i), risk 1/n_s, and the
   probabilistic variant max_i (records of C_i with the true sensitive value)/|C_i|. Both use the candidates
@@ -21,6 +31,7 @@ Counting uses :mod:`anonymizers.risk.counting`, never the n_0 × n_1 pairs.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -28,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from anonymizers.errors import AnonymizationError
-from anonymizers.hierarchy import value_text
+from anonymizers.hierarchy import ROOT, value_text
 from anonymizers.risk.counting import Constraint, count_in_regions
 from anonymizers.risk.pipeline import AttributePipeline, Generalize, Pipeline
 from anonymizers.risk.simulators import GeneralizationSimulator, PerturbationSimulator
@@ -93,41 +104,79 @@ def simulate_attack(
     (1.0: the low-confidence region is the whole support); with p perturbed attributes each gets T^(1/p).
     """
     _check_inputs(original, released, pipeline, row_id, sensitive, threshold, low_threshold)
-    source = released[row_id].to_numpy(dtype=np.int64)
-    perturbed = sum(a.perturbed for a in pipeline.attributes)
-    exponent = 1.0 / max(perturbed, 1)
-    high, union = [], []
-    query_columns = []
-    for attribute in pipeline.attributes:
-        query, released_codes, allowed_high, allowed_union = _encode(
-            attribute, original[attribute.attribute], released[attribute.attribute],
-            threshold**exponent, low_threshold**exponent,
-        )  # fmt: skip
-        query_columns.append(query)
-        high.append((allowed_high, released_codes))
-        union.append((allowed_union, released_codes))
-    profile_of, profile_codes = np.unique(np.column_stack(query_columns), axis=0, return_inverse=True)[::-1]
-    profile_of = profile_of.reshape(-1)
-    high_constraints = [Constraint(a, profile_codes[:, j], r) for j, (a, r) in enumerate(high)]
-    union_constraints = [Constraint(a, profile_codes[:, j], r) for j, (a, r) in enumerate(union)]
-    n_profiles, n_released = len(profile_codes), len(released)
-    high_count = count_in_regions(high_constraints, profiles=n_profiles, released=n_released)[profile_of]
-    union_count = count_in_regions(union_constraints, profiles=n_profiles, released=n_released)[profile_of]
+    starred = suppressed_rows(released, pipeline.quasi_identifiers)
+    published = released[~starred]
+    regions = _regions(original, published, pipeline, threshold, low_threshold)
     own = np.full(len(original), -1, dtype=np.int64)
-    own[source] = np.arange(n_released)
-    in_high = _own_in_region(high, query_columns, own)
-    in_union = _own_in_region(union, query_columns, own)
+    own[published[row_id].to_numpy(dtype=np.int64)] = np.arange(len(published))
+    own_starred = np.zeros(len(original), dtype=bool)
+    own_starred[released[row_id].to_numpy(dtype=np.int64)[starred]] = True
+    high, union = regions.counts()
+    hidden = union == 0  # no published candidate: the record's class was not published
+    in_high, in_union = (np.where(hidden, own_starred, inside) for inside in regions.holds(own))
+    high, union = (np.where(hidden, starred.sum(), count) for count in (high, union))
     rate = None if pipeline.sample is None else pipeline.sample.rate
-    sizes = candidate_sizes(
-        high_count, union_count, in_high, in_union, sampling_rate=rate, outlier_k=outlier_k
-    )
+    sizes = candidate_sizes(high, union, in_high, in_union, sampling_rate=rate, outlier_k=outlier_k)
     revealing = (
-        _revealing(original[sensitive], released[sensitive], (high_constraints, union_constraints),
-                   profile_of, in_high, in_union)
+        _revealing(original[sensitive], released[sensitive], regions, starred, hidden, in_high, in_union)
         if sensitive is not None
         else (None, None)
-    )  # fmt: skip
+    )
     return attack_result(sizes, revealing, threshold, low_threshold, outlier_k, rate)
+
+
+@dataclass(frozen=True)
+class _Regions:
+    """Every original record's high-confidence and union regions over the *published* released rows (the
+    ones not suppressed), as constraints on the records' profiles (:mod:`anonymizers.risk.counting`)."""
+
+    high: list[Constraint]
+    union: list[Constraint]
+    profile_of: np.ndarray
+    published: int
+
+    def counts(self, classes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(|C^H|, |C^H ∪ C^L|) per original record, split by the published rows' ``classes`` if given."""
+        profiles = len(self.high[0].query)
+        high, union = (
+            count_in_regions(c, profiles=profiles, released=self.published, classes=classes)[self.profile_of]
+            for c in (self.high, self.union)
+        )
+        return high, union
+
+    def holds(self, own: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Whether each record's own published row (``own``: its position, −1 if none) is in its high
+        region and in its union region."""
+        high = _own_in_region(self.high, self.profile_of, own)
+        return high, _own_in_region(self.union, self.profile_of, own)
+
+
+def _regions(
+    original: pd.DataFrame, published: pd.DataFrame, pipeline: Pipeline, threshold: float, low: float
+) -> _Regions:
+    """Encode every attribute, group the original records into profiles of identical query codes."""
+    exponent = 1.0 / max(sum(a.perturbed for a in pipeline.attributes), 1)
+    encoded = [
+        _encode(a, original[a.attribute], published[a.attribute], threshold**exponent, low**exponent)
+        for a in pipeline.attributes
+    ]
+    queries = np.column_stack([query for query, _, _, _ in encoded])
+    profile_of, profile_codes = np.unique(queries, axis=0, return_inverse=True)[::-1]
+    return _Regions(
+        [Constraint(h, profile_codes[:, j], codes) for j, (_, codes, h, _) in enumerate(encoded)],
+        [Constraint(u, profile_codes[:, j], codes) for j, (_, codes, _, u) in enumerate(encoded)],
+        profile_of.reshape(-1),
+        len(published),
+    )
+
+
+def suppressed_rows(released: pd.DataFrame, quasi_identifiers: Sequence[str]) -> np.ndarray:
+    """Released rows whose every quasi-identifier is ``*``: how ARX (and any tool that keeps every row)
+    writes a suppressed record."""
+    starred = np.ones(len(released), dtype=bool)
+    for column in quasi_identifiers:
+        starred &= released[column].astype(str).to_numpy() == ROOT
+    return starred
 
 
 def candidate_sizes(
@@ -178,36 +227,37 @@ def _encode(
     return query.astype(np.int64), codes.astype(np.int64), allowed, allowed
 
 
-def _own_in_region(
-    regions: list[tuple[np.ndarray, np.ndarray]], query_columns: list[np.ndarray], own: np.ndarray
-) -> np.ndarray:
-    """Whether each original's own released row lies in its region on every attribute (False if unsampled)."""
+def _own_in_region(constraints: list[Constraint], profile_of: np.ndarray, own: np.ndarray) -> np.ndarray:
+    """Whether each original's own released row lies in its region on every attribute (False if none)."""
     inside = own >= 0
-    for (allowed, released_codes), query in zip(regions, query_columns, strict=True):
-        code = np.where(inside, released_codes[np.maximum(own, 0)], -1)
+    for c in constraints:
+        code = np.where(inside, c.released[np.maximum(own, 0)], -1)
         ok = code >= 0
         inside &= ok
-        inside[ok] &= allowed[query[ok], code[ok]]
+        inside[ok] &= c.allowed[c.query[profile_of[ok]], code[ok]]
     return inside
 
 
 def _revealing(
     original: pd.Series,
     released: pd.Series,
-    constraints: tuple[list[Constraint], list[Constraint]],
-    profile_of: np.ndarray,
+    regions: _Regions,
+    starred: np.ndarray,
+    hidden: np.ndarray,
     in_high: np.ndarray,
     in_union: np.ndarray,
 ) -> tuple[float, float]:
-    """(n_s, probabilistic risk) over the records whose attack succeeds (Def 4.5 and its variant)."""
+    """(n_s, probabilistic risk) over the records whose attack succeeds (Def 4.5 and its variant); the
+    candidates of a ``hidden`` record (no published candidate) are the suppressed rows, as for |C_i|."""
     codes, _ = pd.factorize(pd.concat([original.astype(str), released.astype(str)], ignore_index=True))
     truth, released_classes = codes[: len(original)], codes[len(original) :]
     if not in_union.any():
         return math.inf, 0.0
-    profiles = int(profile_of.max()) + 1
+    width = int(codes.max()) + 1
+    suppressed = np.bincount(released_classes[starred], minlength=width)
     high, union = (
-        count_in_regions(c, profiles=profiles, released=len(released), classes=released_classes)[profile_of]
-        for c in constraints
+        np.where(hidden[:, None], suppressed, np.pad(count, ((0, 0), (0, width - count.shape[1]))))
+        for count in regions.counts(released_classes[~starred])
     )
     chosen = np.where(in_high[:, None], high, union)[in_union]
     distinct = (chosen > 0).sum(axis=1)

@@ -2,8 +2,11 @@
 
 Why not run the general simulator: under global (full-domain) recoding every value has exactly one label
 at the chosen level, so the generalization simulator's candidates for r_i^0 — released records whose
-labels are ancestors of r_i^0's values — are exactly r_i^0's equivalence class (records in suppressed
-classes are not released: risk 0). |C_i| is the class size, n_q the smallest released class (spec §1:
+labels are ancestors of r_i^0's values — are exactly r_i^0's equivalence class. Records in suppressed
+classes are not released (risk 0: pass their number as ``suppressed_records``) — or, when a release
+keeps them as all-``*`` rows (ARX), the ``*`` rows are one more class: an attacker who sees a record's
+class published rules them out, and one who does not knows the record is among them
+(:mod:`anonymizers.risk.attack`). |C_i| is the class size, n_q the smallest released class (spec §1:
 "a k-anonymous table scores exactly 1/k"). This needs only the class counts the search already has, so
 a 10-million-row table is scored without reading its rows. For Mondrian the classes' boxes are disjoint
 (strict cuts), so the candidates of a record are at least its class; the class size is an upper bound on

@@ -5,7 +5,8 @@ which released values are *high-confidence* candidates and which are candidates 
 the product default):
 
 * :class:`GeneralizationSimulator` (f_gen, §3.1): deterministic — a released label is a candidate iff it is
-  an ancestor-or-self of the original value (a suppressed ``*`` is the root, so it always is); no
+  an ancestor-or-self of the original value (a suppressed ``*`` cell is the root, so it always is; a row
+  of ``*`` only — a suppressed *record* — is handled by :mod:`anonymizers.risk.attack`); no
   low-confidence set.
 * :class:`PerturbationSimulator` (f_per, §3.2): replays the attribute's whole step list (noise, then any
   generalization or randomization after it, spec §4 "the simulator replicates the pipeline order") to get

@@ -109,6 +109,37 @@ def test_risk_command_agrees_with_the_report_on_a_linked_release(data: dict[str,
     assert 0 <= result["diversity"]["t"] <= 1
 
 
+def arx_style(original: pd.DataFrame, released: pd.DataFrame) -> pd.DataFrame:
+    """Veil's export (suppressed records left out) rewritten as ARX writes it: every record in input
+    order, the quasi-identifiers of a suppressed record all ``*``."""
+    kept = released.astype({q: str for q in QIS}).set_index("id")[QIS].reindex(original["id"])
+    return original.assign(**{q: kept[q].fillna("*").to_numpy() for q in QIS})
+
+
+def test_risk_of_an_arx_style_release_with_star_rows_is_its_class_sizes(data: dict[str, Path]) -> None:
+    """Issue 12: the `*` rows were candidates for every record (n_q = their number, not the classes')."""
+    out, report, arx = data["dir"] / "k5s.csv", data["dir"] / "k5s.json", data["dir"] / "arx.csv"
+    hierarchies = ["--hierarchy", f"zip={data['zip']}", "--hierarchy", "age=interval:5,10,20,40"]
+    veil("materialize", "kanon", "--input", data["csv"], "--qi", ",".join(QIS), "--k", 5, *hierarchies,
+         "--suppression-limit", 0.02, "--sensitive", "disease", "--out", out, "--report", report)  # fmt: skip
+    release = arx_style(pd.read_csv(data["csv"]), pd.read_csv(out))
+    release.to_csv(arx, index=False)
+    scored = json.loads(veil("risk", "--input", data["csv"], "--released", arx, "--qi", ",".join(QIS),
+                             *hierarchies, "--sensitive", "disease", "--json").stdout)  # fmt: skip
+    attack, classic = scored["simulated_attack"], scored["classic"]
+    sizes, written = class_sizes(release), report_of(report)
+    assert (release[QIS] == "*").all(axis=1).sum() == written["transformation"]["suppressed_records"]
+    assert sizes[("*", "*", "*")] >= 5
+    assert attack["histogram"] == [
+        {"candidates": float(size), "records": int(size * count)}
+        for size, count in sizes.value_counts().sort_index().items()
+    ]  # every record's candidates are exactly its class: the `*` rows for the suppressed, none for others
+    assert attack["n_q"] == classic["achieved_k"] == written["risk"]["simulated_attack"]["n_q"] == 5
+    assert attack["risk"] == pytest.approx(1 / 5) and attack["records_at_risk_zero"] == 0
+    distinct = release.groupby(QIS)["disease"].nunique()
+    assert attack["n_s"] == scored["diversity"]["distinct_l"] == distinct.min()
+
+
 def test_l_diversity_holds_in_every_released_class(data: dict[str, Path]) -> None:
     out = data["dir"] / "l3.csv"
     veil("materialize", "kanon", "--input", data["csv"], "--qi", ",".join(QIS), "--k", 3,

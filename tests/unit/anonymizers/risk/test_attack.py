@@ -47,13 +47,15 @@ def test_k_anonymized_table_scores_one_over_k(k: int) -> None:
     assert result.records_at_risk_zero == 0
 
 
-def test_suppressed_rows_are_candidates_for_everyone() -> None:
+def test_a_star_row_is_no_candidate_for_records_whose_class_is_published() -> None:
+    """Record suppression is not generalization to the root: an attacker who sees the target's class
+    published rules the `*` rows out (test_suppressed_rows.py has the ARX-style release)."""
     original, released, pipeline = _k_anonymous(3)
     released.loc[released["row_id"] == 0, ["age", "colour"]] = "*"
     result = simulate_attack(original, released, pipeline)
-    # `*` is an ancestor of every value: the suppressed row joins every class; its own class keeps 2 + it
-    assert sorted(set(result.sizes.tolist())) == [3, 5, 6, 7]
-    assert result.n_q == 3
+    # the suppressed row's class keeps 2 published rows: their candidates; record 0's attack fails
+    assert sorted(set(result.sizes[~np.isnan(result.sizes)].tolist())) == [2, 4, 5, 6]
+    assert math.isnan(result.sizes[0]) and result.n_q == 2
 
 
 def test_l_diverse_table_scores_one_over_l_for_the_revealing_adversary() -> None:
