@@ -8,7 +8,9 @@ whether the true released record r_i^1 is among them:
 * r_i^1 ∈ C_i^H → C_i = C_i^H; r_i^1 ∈ C_i^L → C_i = C_i^H ∪ C_i^L; otherwise (or r_i^1 sampled away) the
   attack on i fails and i contributes risk 0;
 * sampling at rate α: i is not an outlier when N_i = |C_i^H ∪ C_i^L| > T' = k·α, and then |C_i| ← |C_i|/α
-  (the erratum of §3.3: the worked example prints the inequality reversed);
+  (the erratum of §3.3: the worked example prints the inequality reversed). The low-confidence region
+  is bounded by default (:func:`default_low_threshold`): the whole support would make every noised
+  record's N_i the whole release, so no sampled outlier would stay at risk;
 * record suppression is not a generalization to the root: a released row whose quasi-identifiers are all
   ``*`` (how ARX, and any tool that keeps every row, writes a suppressed record) says only "this record
   was suppressed", and under class-wise suppression (global recoding: a record is suppressed exactly when
@@ -48,6 +50,20 @@ DEFAULT_THRESHOLD = 0.9
 """T of [D] §4.2.2: the mass of the high-confidence region."""
 DEFAULT_OUTLIER_K = 2.0
 """k of the outlier threshold T' = k·α (the worked example's k; [D] does not state it for §4.3)."""
+
+
+def default_low_threshold(threshold: float) -> float:
+    """T_L, the mass of the low-confidence region, when none is chosen: 1 − (1 − T)², 0.99 for T = 0.9.
+
+    Why not the whole support (T_L = 1, the spec's first default): Laplace noise and the exponential
+    mechanism give every value some probability, so their support is everything, N_i = |C^H ∪ C^L| is the
+    whole release and no noised record is ever an outlier — every |C_i| is divided by α, understating an
+    outlier's risk up to 1/α. [D] §4.2.2 says the opposite: "if an outlier is sampled … the record's
+    privacy risk is not reduced", and a record is no outlier "if there are k records *near* it"; its
+    worked example's noise is bounded, so its support is near. A region of mass 1 − (1 − T)² misses the
+    true record as rarely, relative to what C^H misses, as C^H misses relative to everything [decision].
+    """
+    return round(1.0 - (1.0 - threshold) ** 2, 12)
 
 
 @dataclass(frozen=True)
@@ -93,7 +109,7 @@ def simulate_attack(
     row_id: str = "row_id",
     sensitive: str | None = None,
     threshold: float = DEFAULT_THRESHOLD,
-    low_threshold: float = 1.0,
+    low_threshold: float | None = None,
     outlier_k: float = DEFAULT_OUTLIER_K,
 ) -> AttackResult:
     """Run Algorithm 2 of every original record against the released table.
@@ -101,8 +117,11 @@ def simulate_attack(
     ``original`` holds the quasi-identifiers of ``pipeline`` (and ``sensitive``); its row *positions* are
     the record ids. ``released`` holds the released quasi-identifiers (and ``sensitive``) and ``row_id``,
     the position in ``original`` each released row came from. ``threshold`` is T, ``low_threshold`` T_L
-    (1.0: the low-confidence region is the whole support); with p perturbed attributes each gets T^(1/p).
+    (default :func:`default_low_threshold`; 1.0: the whole support, which understates the risk of sampled
+    outliers); with p perturbed attributes each gets T^(1/p) and T_L^(1/p).
     """
+    if low_threshold is None:
+        low_threshold = default_low_threshold(threshold)
     _check_inputs(original, released, pipeline, row_id, sensitive, threshold, low_threshold)
     starred = suppressed_rows(released, pipeline.quasi_identifiers)
     published = released[~starred]
@@ -319,7 +338,7 @@ def _check_inputs(
     if not 0 < threshold < 1 or not threshold <= low_threshold <= 1:
         raise AnonymizationError(
             f"thresholds must satisfy 0 < T < 1 and T <= T_L <= 1, got T={threshold}, T_L={low_threshold}",
-            hint="the default T = 0.9 and T_L = 1.0 follow [D] §4.2",
+            hint="the default T = 0.9 follows [D] §4.2; T_L defaults to 1 − (1 − T)²",
         )
     ids = released[row_id].to_numpy()
     if len(ids) and (ids.min() < 0 or ids.max() >= len(original) or len(np.unique(ids)) != len(ids)):

@@ -20,7 +20,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from anonymizers.risk.attack import DEFAULT_OUTLIER_K, DEFAULT_THRESHOLD, AttackResult, attack_result
+from anonymizers.risk.attack import (
+    DEFAULT_OUTLIER_K,
+    DEFAULT_THRESHOLD,
+    AttackResult,
+    attack_result,
+    default_low_threshold,
+)
 
 
 def class_attack(
@@ -34,4 +40,5 @@ def class_attack(
     if sensitive is not None and len(sizes):
         distinct = (sensitive > 0).sum(axis=1)
         revealing = (float(distinct.min()), float((sensitive.max(axis=1) / sensitive.sum(axis=1)).max()))
-    return attack_result(per_record, revealing, DEFAULT_THRESHOLD, 1.0, DEFAULT_OUTLIER_K, None)
+    low = default_low_threshold(DEFAULT_THRESHOLD)  # reported only: classes are deterministic regions
+    return attack_result(per_record, revealing, DEFAULT_THRESHOLD, low, DEFAULT_OUTLIER_K, None)

@@ -13,7 +13,8 @@ the product default):
   the published-value distribution P_j(· | v) exactly, as a matrix over a finite input × output domain. The
   high region is the smallest highest-probability set with mass >= T_j (ties at the threshold included, so
   the region depends on v alone and a symmetric noise gives a symmetric box); the low region is the same
-  with mass T_L (1.0 = the whole support).
+  with mass T_L (1.0 = the whole support; :func:`anonymizers.risk.attack.default_low_threshold` says why
+  the default is smaller).
 
 Sampling (f_sam, §3.3) is table-level and lives in :mod:`anonymizers.risk.attack`.
 """

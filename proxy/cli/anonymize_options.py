@@ -2,7 +2,8 @@
 
 Why a module of its own: ``--hierarchy age=interval:5,10,20`` and ``--step age=laplace:epsilon=1,…`` are
 small languages; parsing them apart from click keeps the commands short and lets tests check every
-message. Every error names the option and shows a correct example.
+message. Every error names the option and shows a correct example. The simulated attack's options are
+declared here once, for every command that runs it (``materialize combine`` and ``risk``).
 """
 
 from __future__ import annotations
@@ -10,8 +11,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+import click
+
 from anonymizers.errors import AnonymizationError
 from anonymizers.hierarchy import Hierarchy
+from anonymizers.risk.attack import DEFAULT_OUTLIER_K, DEFAULT_THRESHOLD
 from anonymizers.risk.pipeline import (
     AttributePipeline,
     Generalize,
@@ -28,6 +32,31 @@ STEP_EXAMPLES = (
 )
 LAPLACE_KEYS = {"epsilon", "lower", "upper", "unit", "sensitivity", "law"}
 RANDOMIZE_KEYS = {"epsilon", "sensitivity"}
+
+attack_options = [
+    click.option(
+        "--threshold",
+        type=click.FloatRange(0, 1, min_open=True),
+        default=DEFAULT_THRESHOLD,
+        show_default=True,
+        help="T: probability mass of the attacker's high-confidence region.",
+    ),
+    click.option(
+        "--low-confidence",
+        "low_threshold",
+        type=click.FloatRange(0, 1, min_open=True),
+        help="T_L: probability mass of the low-confidence region, from T to 1 [default: 1 − (1 − T)², "
+        "0.99 at T = 0.9]. 1 = the whole support: then no noised record is ever an outlier, and sampling "
+        "understates an outlier's risk up to 1/α.",
+    ),
+    click.option(
+        "--outlier-k",
+        type=click.FloatRange(0, min_open=True),
+        default=DEFAULT_OUTLIER_K,
+        show_default=True,
+        help="k of the sampling simulator's outlier threshold T' = k·α.",
+    ),
+]
 
 
 def split_columns(text: str, option: str) -> list[str]:

@@ -34,14 +34,19 @@ from anonymizers.hierarchy import Hierarchy, hierarchy_from_spec
 from anonymizers.metrics import SEARCH_METRICS
 from anonymizers.mondrian import CATEGORICAL_LABELS, RECODINGS, MondrianResult, mondrian
 from anonymizers.output import OutputTarget, write_frame, write_recoded
-from anonymizers.risk.attack import DEFAULT_OUTLIER_K, DEFAULT_THRESHOLD, AttackResult, simulate_attack
+from anonymizers.risk.attack import AttackResult, simulate_attack
 from anonymizers.risk.classes import class_attack
 from anonymizers.risk.classic import classic_risk
 from anonymizers.risk.pipeline import AttributePipeline, Generalize, Pipeline
 from anonymizers.risk.uniqueness import estimate_population_uniques
 from anonymizers.source import TableSource
 from anonymizers.utility import Holdout, holdout, information_loss, ml_utility
-from proxy.cli.anonymize_options import hierarchy_specs, pipeline_from_steps, split_columns
+from proxy.cli.anonymize_options import (
+    attack_options,
+    hierarchy_specs,
+    pipeline_from_steps,
+    split_columns,
+)
 from proxy.cli.support import (
     config_option,
     declared_dataset,
@@ -617,22 +622,6 @@ def _score(
 
 # --- combine ------------------------------------------------------------------------------------------------
 
-attack_options = [
-    click.option(
-        "--threshold",
-        type=click.FloatRange(0, 1, min_open=True),
-        default=DEFAULT_THRESHOLD,
-        show_default=True,
-        help="T: probability mass of the attacker's high-confidence region.",
-    ),
-    click.option(
-        "--outlier-k",
-        type=click.FloatRange(0, min_open=True),
-        default=DEFAULT_OUTLIER_K,
-        show_default=True,
-        help="k of the sampling simulator's outlier threshold T' = k·α.",
-    ),
-]
 step_option = click.option(
     "--step",
     "steps",
@@ -757,6 +746,7 @@ def _attack(
         row_id=ROW_ID,
         sensitive=options["sensitive"],
         threshold=options["threshold"],
+        low_threshold=options["low_threshold"],
         outlier_k=options["outlier_k"],
     )
 

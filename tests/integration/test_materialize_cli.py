@@ -140,6 +140,21 @@ def test_risk_of_an_arx_style_release_with_star_rows_is_its_class_sizes(data: di
     assert attack["n_s"] == scored["diversity"]["distinct_l"] == distinct.min()
 
 
+def test_risk_keeps_a_sampled_outlier_at_risk_unless_told_to_use_the_whole_support(tmp_path: Path) -> None:
+    """Issue 12: a low-confidence region = the whole support made no noised record an outlier."""
+    original = pd.DataFrame({"id": range(41), "age": np.append(np.repeat(np.arange(30, 40), 4), 85)})
+    original.to_csv(tmp_path / "o.csv", index=False)
+    original[(original["id"] % 5 != 0) | (original["id"] == 40)].to_csv(tmp_path / "r.csv", index=False)
+    arguments = ["risk", "--input", tmp_path / "o.csv", "--released", tmp_path / "r.csv", "--link", "id",
+                 "--qi", "age", "--step", "age=laplace:epsilon=1,lower=17,upper=90", "--sample", 0.8, "--json"]  # fmt: skip
+    default = json.loads(veil(*arguments).stdout)["simulated_attack"]
+    assert default["n_q"] == 1 and default["low_threshold"] == 0.99  # the 85-year-old, alone
+    support = json.loads(veil(*arguments, "--low-confidence", 1).stdout)["simulated_attack"]
+    assert support["n_q"] == 1.25 and support["low_threshold"] == 1
+    refused = veil(*arguments, "--low-confidence", 0.5, expect=1)
+    assert "T <= T_L" in refused.output
+
+
 def test_l_diversity_holds_in_every_released_class(data: dict[str, Path]) -> None:
     out = data["dir"] / "l3.csv"
     veil("materialize", "kanon", "--input", data["csv"], "--qi", ",".join(QIS), "--k", 3,

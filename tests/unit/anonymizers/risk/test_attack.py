@@ -95,6 +95,27 @@ def test_outlier_keeps_its_count_when_few_candidates_remain() -> None:
     assert sizes.tolist() == [1.0, 2.5]
 
 
+def _sampled_outlier() -> tuple[pd.DataFrame, pd.DataFrame, Pipeline]:
+    """Forty people aged 30–39 and one aged 85; ages published with Laplace noise (ε = 1, unit 1) and
+    sampled at α = 0.8. The release is the most likely draw (no noise); the 85-year-old is sampled."""
+    original = pd.DataFrame({"age": np.append(np.repeat(np.arange(30, 40), 4), 85)})
+    pipeline = Pipeline((AttributePipeline("age", (Laplace(1.0, lower=17, upper=90),)),), Sample(0.8))
+    kept = np.append(np.arange(40)[np.arange(40) % 5 != 0], 40)
+    return original, original.iloc[kept].assign(row_id=kept), pipeline
+
+
+def test_a_sampled_outlier_stays_at_risk_by_default() -> None:
+    """Issue 12: with the low-confidence region = the whole support, N_i was the whole release for every
+    noised record, so nobody was an outlier and the 85-year-old scored 1/α = 1.25 instead of 1."""
+    original, released, pipeline = _sampled_outlier()
+    result = simulate_attack(original, released, pipeline)
+    assert result.sizes[40] == 1.0 and result.n_q == 1.0 and result.risk == 1.0
+    assert np.nanmin(result.sizes[:40]) > 1 / 0.8  # the crowd is not made of outliers: divided by α
+    support = simulate_attack(original, released, pipeline, low_threshold=1.0)
+    assert support.sizes[40] == pytest.approx(1 / 0.8)  # what the whole support understates
+    assert result.low_threshold == pytest.approx(0.99)  # 1 − (1 − T)², reported
+
+
 def test_record_outside_its_candidates_has_risk_zero() -> None:
     sizes = candidate_sizes(
         np.array([3]), np.array([7]), np.array([False]), np.array([False]), sampling_rate=None
