@@ -11,18 +11,23 @@ the quasi-identifier space, which gives
 
 β comes from the moment identity Var f = μ(1 + λN_0β), μ = λN_0/K, which holds over *all* K cells (empty
 ones included). Under-dispersed samples (β <= 0) leave the gamma model; the Poisson limit
-U = s_1·exp(−(1 − λ)N_0/K) is used instead [derived]. N_0 comes from policy, never from the data.
+U = s_1·exp(−(1 − λ)N_0/K) is used instead [derived]. N_0 comes from policy, never from the data, and so
+does K where a domain is declared (:func:`column_domain`): the cells a population *can* occupy, not the
+values a sample happened to show. Counting only the values seen shrinks K — on Adult's sex × age × race,
+72 ages seen of the 120 declared, 720 cells instead of 1,200 — and U with it (0.285 instead of 0.402).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
 from anonymizers.errors import AnonymizationError
+from anonymizers.hierarchy import ROOT, Hierarchy
 
 
 def expected_population_uniques(*, population: float, cells: float, beta: float) -> float:
@@ -94,3 +99,45 @@ def population_uniques(
     """U = s_1 · ((1 + λN_0β)/(1 + N_0β))^(1 + 1/(Kβ)) for β > 0."""
     ratio = (1.0 + sampling_fraction * population * beta) / (1.0 + population * beta)
     return sample_uniques * ratio ** (1.0 + 1.0 / (cells * beta))
+
+
+@dataclass(frozen=True)
+class Domain:
+    """How many values one quasi-identifier can take in the released table, and who said so."""
+
+    size: int
+    source: Literal["hierarchy", "policy", "observed"]
+
+
+@dataclass(frozen=True)
+class DeclaredValues:
+    """A policy's domain of a column's raw values: its size and a test of a value's text."""
+
+    size: int
+    holds: Callable[[str], bool]
+
+
+def column_domain(
+    values: Iterable[str], *, hierarchy: Hierarchy | None, policy: DeclaredValues | None
+) -> Domain:
+    """One factor of K for a column whose released values (as text) are ``values``.
+
+    A declared hierarchy (a file, not one built from the data) gives the labels of its lowest level that
+    holds every released value, so a column released at level 2 counts level-2 labels; else the policy's
+    domain, when the values are raw values of it; else, with nothing declared, the distinct values seen.
+    ``*`` (a suppressed record) is set aside when placing the values on a level.
+    """
+    seen = set(values)
+    shown = seen - {ROOT} or seen
+    if hierarchy is not None:
+        level = next((set(labels) for labels in hierarchy.labels if shown <= set(labels)), None)
+        if level is not None:
+            return Domain(len(level), "hierarchy")
+    if policy is not None and all(policy.holds(value) for value in shown):
+        return Domain(policy.size, "policy")
+    return Domain(len(seen), "observed")
+
+
+def cell_count(domains: Mapping[str, Domain]) -> float:
+    """K: the product of the quasi-identifiers' domain sizes."""
+    return float(np.prod([domain.size for domain in domains.values()]))

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import click
 
 from anonymizers.errors import AnonymizationError
-from anonymizers.hierarchy import Hierarchy
+from anonymizers.hierarchy import Hierarchy, load_arx_hierarchy, value_text
 from anonymizers.risk.attack import DEFAULT_OUTLIER_K, DEFAULT_THRESHOLD
 from anonymizers.risk.pipeline import (
     AttributePipeline,
@@ -26,6 +27,8 @@ from anonymizers.risk.pipeline import (
     Step,
     coarsen,
 )
+from anonymizers.risk.uniqueness import DeclaredValues
+from proxy.config import ColumnPolicy, ColumnType
 
 STEP_EXAMPLES = (
     "age=laplace:epsilon=1,lower=17,upper=90 · workclass=generalize:1 · marital-status=randomize:epsilon=1"
@@ -96,6 +99,36 @@ def hierarchy_specs(texts: Sequence[str], columns: Sequence[str]) -> dict[str, s
             raise AnonymizationError(f"--hierarchy gives {column!r} twice")
         specs[column] = spec
     return specs
+
+
+def declared_hierarchy(column: str, spec: str | None) -> Hierarchy | None:
+    """The hierarchy a ``--hierarchy`` file declares, whose leaves are the column's domain; None for the
+    specs built over the values found in the data (``interval:…``, ``date``, ``suppress``, none)."""
+    if spec is None or spec in ("date", "suppress") or spec.startswith("interval:"):
+        return None
+    return load_arx_hierarchy(Path(spec), column)
+
+
+def declared_values(column: ColumnPolicy | None) -> DeclaredValues | None:
+    """A policy column's domain: its public values, else the integers between its bounds; None if the
+    policy declares neither (a real column's bounds do not make a countable domain)."""
+    if column is None:
+        return None
+    if column.values:
+        texts = frozenset(value_text(v) for v in column.values)
+        return DeclaredValues(len(texts), texts.__contains__)
+    if column.type is ColumnType.INTEGER and column.lower is not None and column.upper is not None:
+        low, high = math.ceil(column.lower), math.floor(column.upper)
+        return DeclaredValues(high - low + 1, lambda text: _integer_between(text, low, high))
+    return None
+
+
+def _integer_between(text: str, low: int, high: int) -> bool:
+    try:
+        number = float(text)
+    except ValueError:
+        return False
+    return number.is_integer() and low <= number <= high
 
 
 def pipeline_from_steps(

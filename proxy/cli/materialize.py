@@ -30,7 +30,7 @@ from anonymizers.combine import combine, recode
 from anonymizers.diversity import DiversityModel, achieved
 from anonymizers.errors import AnonymizationError
 from anonymizers.global_recoding import GlobalRecodingResult, PrivacyModel, anonymize
-from anonymizers.hierarchy import Hierarchy, hierarchy_from_spec
+from anonymizers.hierarchy import Hierarchy, hierarchy_from_spec, value_text
 from anonymizers.metrics import SEARCH_METRICS
 from anonymizers.mondrian import CATEGORICAL_LABELS, RECODINGS, MondrianResult, mondrian
 from anonymizers.output import OutputTarget, write_frame, write_recoded
@@ -38,11 +38,13 @@ from anonymizers.risk.attack import AttackResult, simulate_attack
 from anonymizers.risk.classes import class_attack
 from anonymizers.risk.classic import classic_risk
 from anonymizers.risk.pipeline import AttributePipeline, Generalize, Pipeline
-from anonymizers.risk.uniqueness import estimate_population_uniques
+from anonymizers.risk.uniqueness import Domain, cell_count, column_domain, estimate_population_uniques
 from anonymizers.source import TableSource
 from anonymizers.utility import Holdout, holdout, information_loss, ml_utility
 from proxy.cli.anonymize_options import (
     attack_options,
+    declared_hierarchy,
+    declared_values,
     hierarchy_specs,
     pipeline_from_steps,
     split_columns,
@@ -55,7 +57,7 @@ from proxy.cli.support import (
     json_option,
     print_table,
 )
-from proxy.config import POSTGRES, load_config
+from proxy.config import POSTGRES, TablePolicy, load_config
 
 ROW_ID = "_veil_row_id"  # the hidden link of a released row to its original (never written out)
 L_VARIANTS = ("distinct", "entropy", "recursive")
@@ -813,7 +815,7 @@ def risk(**options: Any) -> None:
     if sensitive:
         report["diversity"] = _achieved_diversity(released, qis, sensitive)
     if options["population"] and options["sampling_fraction"]:
-        report["population_uniques"] = vars(_uniques(released, qis, options))
+        report["population_uniques"] = _uniques(released, qis, options)
     if options["as_json"]:
         echo_json(report)
         return
@@ -864,15 +866,39 @@ def _achieved_diversity(released: pd.DataFrame, qis: list[str], sensitive: str) 
     return achieved(matrix, matrix.sum(axis=0) / matrix.sum())
 
 
-def _uniques(released: pd.DataFrame, qis: list[str], options: dict[str, Any]) -> Any:
+def _uniques(released: pd.DataFrame, qis: list[str], options: dict[str, Any]) -> dict[str, Any]:
+    """The Poisson–gamma estimate, with K from the declared domains and where each factor came from."""
+    domains = _domains(released, qis, options)
     frequencies = released.groupby(qis, dropna=False).size().to_numpy()
-    cells = float(np.prod([released[q].nunique(dropna=False) for q in qis]))
-    return estimate_population_uniques(
+    result = estimate_population_uniques(
         frequencies,
-        cells=cells,
+        cells=cell_count(domains),
         population=options["population"],
         sampling_fraction=options["sampling_fraction"],
     )
+    return {**vars(result), "domains": {q: vars(domain) for q, domain in domains.items()}}
+
+
+def _domains(released: pd.DataFrame, qis: list[str], options: dict[str, Any]) -> dict[str, Domain]:
+    """Each quasi-identifier's domain: a --hierarchy file, else the dataset's policy (public values or
+    integer bounds), else — nothing declared — the values seen."""
+    specs = hierarchy_specs(options["hierarchies"], qis)
+    policy = _table_policy(options)
+    return {
+        q: column_domain(
+            (value_text(v) for v in released[q].unique()),
+            hierarchy=declared_hierarchy(q, specs.get(q)),
+            policy=declared_values(None if policy is None else policy.column(q)),
+        )
+        for q in qis
+    }
+
+
+def _table_policy(options: dict[str, Any]) -> TablePolicy | None:
+    """The policy of the scored table when it is a dataset's (a file input has none)."""
+    if options["input_path"] is not None or not options["dataset"] or not options["table"]:
+        return None
+    return declared_dataset(load_config(options["config_path"]), options["dataset"]).table(options["table"])
 
 
 def _flatten(report: dict[str, Any], prefix: str = "") -> list[dict[str, Any]]:

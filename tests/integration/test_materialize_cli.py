@@ -155,6 +155,59 @@ def test_risk_keeps_a_sampled_outlier_at_risk_unless_told_to_use_the_whole_suppo
     assert "T <= T_L" in refused.output
 
 
+ADULT = Path(__file__).parents[1] / "unit" / "anonymizers" / "arx_adult"
+RACES = ["Amer-Indian-Eskimo", "Asian-Pac-Islander", "Black", "Other", "White"]
+
+
+@pytest.fixture
+def adult_sex_age_race(tmp_path: Path) -> dict[str, Path]:
+    """docs/anonymize.md's population-uniqueness example: ARX's Adult on sex × age × race (72 ages seen), in
+    a CSV file and in a dataset whose policy declares the domains (age 0–119, two sexes, five races)."""
+    classes = pd.read_csv(ADULT / "classes_sex_age_race.csv")
+    rows = classes.loc[classes.index.repeat(classes["count"]), ["sex", "age", "race"]]
+    csv, database = tmp_path / "adult.csv", tmp_path / "adult.duckdb"
+    rows.to_csv(csv, index=False)
+    with duckdb.connect(str(database)) as connection:
+        connection.register("frame", rows.reset_index(drop=True))
+        connection.execute("CREATE TABLE adult AS SELECT * FROM frame")
+    columns = {"age": {"type": "integer", "lower": 0, "upper": 119},
+               "sex": {"type": "text", "public": True, "values": ["Female", "Male"]},
+               "race": {"type": "text", "public": True, "values": RACES}}  # fmt: skip
+    table = {"privacy_unit": "row", "columns": columns}
+    dataset = {"backend": "duckdb", "path": str(database), "tables": {"adult": table}}
+    config = tmp_path / "veil.toml"
+    config.write_text(tomli_w.dumps({"datasets": {"d": dataset}}))
+    return {"csv": csv, "config": config}
+
+
+UNIQUES = ["--qi", "sex,age,race", "--sampling-fraction", 0.01, "--population", 3_000_000, "--json"]
+
+
+def test_population_uniques_take_k_from_the_policy_domains(adult_sex_age_race: dict[str, Path]) -> None:
+    """Issue 12: K was the product of the values seen (72 ages: 720 cells, U = 0.2854) although the policy
+    declares 120 ages; with the declared 1,200 cells U is 0.4016, 41 % more."""
+    source = ["--config", adult_sex_age_race["config"], "--dataset", "d", "--table", "adult"]
+    uniques = json.loads(veil("risk", *source, *UNIQUES).stdout)["population_uniques"]
+    assert uniques["cells"] == 1200 and uniques["sample_uniques"] == 62
+    assert uniques["population_uniques"] == pytest.approx(0.40159, abs=5e-5)
+    assert uniques["domains"] == {"sex": {"size": 2, "source": "policy"},
+                                  "age": {"size": 120, "source": "policy"},
+                                  "race": {"size": 5, "source": "policy"}}  # fmt: skip
+
+
+def test_population_uniques_take_k_from_hierarchy_files_else_from_the_data(
+    adult_sex_age_race: dict[str, Path],
+) -> None:
+    source = ["--input", adult_sex_age_race["csv"]]
+    observed = json.loads(veil("risk", *source, *UNIQUES).stdout)["population_uniques"]
+    assert observed["cells"] == 720 and observed["population_uniques"] == pytest.approx(0.28542, abs=5e-6)
+    assert observed["domains"]["age"] == {"size": 72, "source": "observed"}
+    hierarchy = ["--hierarchy", f"age={ADULT / 'adult_hierarchy_age.csv'}"]  # ARX's file: ages 1–100
+    declared = json.loads(veil("risk", *source, *hierarchy, *UNIQUES).stdout)["population_uniques"]
+    assert declared["cells"] == 1000 and declared["domains"]["age"] == {"size": 100, "source": "hierarchy"}
+    assert declared["domains"]["sex"] == {"size": 2, "source": "observed"}
+
+
 def test_l_diversity_holds_in_every_released_class(data: dict[str, Path]) -> None:
     out = data["dir"] / "l3.csv"
     veil("materialize", "kanon", "--input", data["csv"], "--qi", ",".join(QIS), "--k", 3,

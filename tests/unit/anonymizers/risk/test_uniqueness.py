@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 
 from anonymizers.errors import AnonymizationError
+from anonymizers.hierarchy import interval_hierarchy
 from anonymizers.risk.uniqueness import (
+    DeclaredValues,
+    Domain,
+    cell_count,
+    column_domain,
     estimate_beta,
     estimate_population_uniques,
     expected_population_uniques,
@@ -55,3 +60,26 @@ def test_under_dispersed_sample_uses_the_poisson_limit() -> None:
 def test_rejects_a_sampling_fraction_above_one() -> None:
     with pytest.raises(AnonymizationError, match="0 < λ <= 1"):
         estimate_population_uniques(np.ones(3), sampling_fraction=1.5, **TV)
+
+
+AGES = interval_hierarchy("age", range(120), [10, 40])  # a declared domain: 120 ages, 12 decades, 3 spans
+POLICY = DeclaredValues(120, lambda text: text.isdigit() and int(text) < 120)
+
+
+def test_a_declared_hierarchy_counts_the_labels_of_the_level_released() -> None:
+    assert column_domain(["23", "37"], hierarchy=AGES, policy=None) == Domain(120, "hierarchy")
+    assert column_domain(["20-29", "30-39", "*"], hierarchy=AGES, policy=None) == Domain(12, "hierarchy")
+    assert column_domain(["0-39", "40-79"], hierarchy=AGES, policy=POLICY) == Domain(3, "hierarchy")
+
+
+def test_a_policy_domain_counts_only_for_raw_values_of_it() -> None:
+    assert column_domain(["23", "37"], hierarchy=None, policy=POLICY) == Domain(120, "policy")
+    assert column_domain(["20-29", "30-39"], hierarchy=None, policy=POLICY) == Domain(2, "observed")
+
+
+def test_without_a_declaration_k_counts_the_values_seen() -> None:
+    domains = {
+        "age": column_domain(["23", "37", "41"], hierarchy=None, policy=None),
+        "sex": Domain(2, "policy"),
+    }
+    assert domains["age"] == Domain(3, "observed") and cell_count(domains) == 6
