@@ -192,7 +192,7 @@ def _print_summary(report: dict[str, Any]) -> None:
         {"measure": "rows out", "value": report["rows_out"]},
         *(
             {"measure": name.replace("_", " "), "value": report["transformation"][name]}
-            for name in ("classes", "suppressed_records")
+            for name in ("classes", "boxes", "suppressed_records")
             if name in report["transformation"]
         ),
         {"measure": "n_q (re-identification: risk 1/n_q)", "value": attack["n_q"]},
@@ -465,8 +465,8 @@ def _mondrian(
     )
     released = result.table.drop(columns=["equivalence_class"])
     write_frame(released, target, source=source, replace=options["replace"])
-    sizes = np.array([len(rows) for rows in result.partition], dtype=np.int64)
-    matrix = None if matrix_of is None else np.vstack([matrix_of(rows) for rows in result.partition])
+    sizes = np.array([len(rows) for rows in result.classes], dtype=np.int64)
+    matrix = None if matrix_of is None else np.vstack([matrix_of(rows) for rows in result.classes])
     attack = class_attack(sizes, 0, matrix)
     report = _report("kanon", options, source, target, len(frame), len(released))
     report["transformation"] = {
@@ -474,13 +474,15 @@ def _mondrian(
         "recoding": options["recoding"],
         "categorical": options["categorical"],
         "classes": result.summary.classes,
+        "boxes": result.summary.boxes,
         "class_sizes": {str(s): c for s, c in sorted(result.summary.class_sizes.items())},
     }
     if matrix_of is not None:
         report["transformation"]["achieved"] = achieved(matrix, matrix_of(np.arange(len(frame)))[0])
     report["risk"] = {
         "simulated_attack": attack.to_dict(),
-        "model": "Mondrian: disjoint class boxes, |C_i| ≥ class size (an upper bound on the risk)",
+        "model": "Mondrian: published classes (boxes under identical labels merged), |C_i| ≥ class size "
+        "(an upper bound on the risk)",
     }
     report["utility"] = {
         "metrics": {"gcp": result.summary.gcp, **{f"ncp_{q}": v for q, v in result.summary.ncp.items()}}

@@ -230,6 +230,21 @@ def test_mondrian_writes_parquet_with_classes_of_at_least_k(data: dict[str, Path
     assert 0 < written["utility"]["metrics"]["gcp"] < 1
 
 
+def test_mondrian_report_counts_the_classes_the_export_shows(tmp_path: Path) -> None:
+    """Issue 12: two boxes under the same labels were two classes of 3 in the report (n_q 3) while the
+    export shows one class of 6."""
+    source, jobs, out, report = (tmp_path / name for name in ("j.csv", "jobs.csv", "m.csv", "m.json"))
+    pd.DataFrame({"age": [30] * 6, "job": ["a", "a", "b", "c", "d", "d"]}).to_csv(source, index=False)
+    jobs.write_text("a;*\nb;*\nc;*\nd;*\n")
+    veil("materialize", "kanon", "--algorithm", "mondrian", "--input", source, "--qi", "age,job", "--k", 3,
+         "--hierarchy", f"job={jobs}", "--recoding", "range", "--out", out, "--report", report)  # fmt: skip
+    written = report_of(report)
+    assert written["transformation"]["classes"] == len(pd.read_csv(out).drop_duplicates()) == 1
+    assert written["transformation"]["boxes"] == 2
+    assert written["transformation"]["class_sizes"] == {"6": 1}
+    assert written["risk"]["simulated_attack"]["n_q"] == 6
+
+
 def test_combine_writes_a_table_in_the_dataset_and_scores_it(data: dict[str, Path]) -> None:
     report = data["dir"] / "c.json"
     arguments = ["materialize", "combine", "--config", data["config"], "--dataset", "d", "--table", "people",
