@@ -38,3 +38,10 @@ def test_real_column_is_not_rewritten() -> None:
     assert table is not None
     tree = postgres_integer_division(sqlglot.parse_one("cost / 2", dialect="postgres"), table=table)
     assert tree.sql(dialect="duckdb") == "cost / 2"
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"), [("(age / 10) / 2", 1), ("100 / (age / 10)", 33), ("age / (age / 10)", 12)]
+)
+def test_nested_integer_divisions_truncate_too(sql: str, expected: int) -> None:
+    assert duckdb_value(sql, 37) == expected
