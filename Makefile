@@ -32,7 +32,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-docs: $(STAMP)  ## regenerate docs/cli.md and docs/errors.md from the code
+docs: $(STAMP)  ## regenerate docs/cli.md, errors.md, settings.md and the function table of sql.md from the code
 	$(BIN)/python -m proxy.cli.reference_docs
 
 clean:

@@ -1,26 +1,19 @@
 """Allow-lists: which sqlglot node types may appear where. Anything not listed is refused.
 
 Deny-by-default is the point: a new sqlglot node type (a file-reading table function, a window
-function, a subquery form) must be refused until someone reasons about its privacy.
+function, a subquery form) must be refused until someone reasons about its privacy. The scalar
+functions and operators come from analysis/function_safety.py, which says for each how no engine can
+fail on one row's value; their constant arguments are checked here, before any engine query.
 """
 
 from __future__ import annotations
 
 from sqlglot import exp
 
+from proxy.analysis.function_safety import FUNCTIONS, SCALAR_NODES, check_constant_arguments
 from proxy.errors import PolicyViolationError, UnsupportedQueryError
 
-SCALAR_NODES: tuple[type[exp.Expression], ...] = (
-    exp.Literal, exp.Boolean, exp.Null, exp.Paren, exp.Tuple, exp.DataType, exp.Var, exp.Interval,
-    exp.And, exp.Or, exp.Not, exp.Xor,
-    exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Is, exp.In, exp.Between, exp.Like, exp.ILike,
-    exp.NullSafeEQ, exp.NullSafeNEQ,
-    exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.Neg, exp.Pow,
-    exp.Cast, exp.TryCast, exp.Case, exp.If, exp.Coalesce, exp.Nullif, exp.Greatest, exp.Least,
-    exp.Lower, exp.Upper, exp.Length, exp.Substring, exp.Trim, exp.DPipe, exp.Concat, exp.StrPosition,
-    exp.Abs, exp.Floor, exp.Ceil, exp.Round, exp.Sqrt, exp.Ln, exp.Log, exp.Exp, exp.Sign,
-    exp.Extract, exp.TimestampTrunc, exp.DateTrunc, exp.CurrentDate,
-)  # fmt: skip
+__all__ = ["SCALAR_NODES", "check_constant_expression", "check_predicate", "check_public_query"]
 
 SESSION_INFO_NODES: tuple[type[exp.Expression], ...] = (
     exp.CurrentVersion, exp.CurrentUser, exp.CurrentDatabase, exp.CurrentSchema,
@@ -34,9 +27,13 @@ def _node_label(node: exp.Expression) -> str:
 
 
 def check_predicate(expression: exp.Expression, *, clause: str) -> None:
-    """A WHERE (or GROUP BY) expression may use columns and deterministic scalar operations only."""
+    """A WHERE (or GROUP BY) expression may use columns and deterministic scalar operations only, each
+    with the constant arguments its family requires (a failure on one row would reveal that row).
+    Node types match exactly: a subclass sqlglot adds (``JSONCast`` is a Cast, ``Pseudocolumn`` a
+    Column) has no declared treatment until it is listed."""
     for node in expression.walk():
-        if isinstance(node, (exp.Column, exp.Identifier, *SCALAR_NODES)):
+        if type(node) in FUNCTIONS or type(node) in (exp.Column, exp.Identifier):
+            check_constant_arguments(node)
             continue
         if isinstance(node, exp.AggFunc):
             raise PolicyViolationError(

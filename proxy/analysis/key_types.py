@@ -12,6 +12,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from proxy.analysis.intervals import is_integer
+from proxy.analysis.value_kinds import Kind, value_kind
 from proxy.config import ColumnType, TablePolicy
 
 _FRACTIONAL_UNITS = frozenset({"EPOCH", "SECOND", "SECONDS", "JULIAN", "MILLISECONDS", "MICROSECONDS"})
@@ -43,6 +44,11 @@ def expression_type(node: exp.Expression, table: TablePolicy) -> ColumnType:
     if isinstance(node, exp.Case):
         branches = [branch.args["true"] for branch in node.args.get("ifs") or []]
         return expression_type(branches[0], table) if branches else ColumnType.TEXT
+    kind = value_kind(node, table=table)
+    if kind is Kind.DATE:
+        return ColumnType.DATE  # born + 30: a date, not the number arithmetic would suggest
+    if kind in (Kind.TIMESTAMP, Kind.INTERVAL):
+        return ColumnType.TEXT
     if isinstance(node, _NUMERIC_FUNCTIONS):
         return ColumnType.REAL
     if isinstance(node, exp.Literal):

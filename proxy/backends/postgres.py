@@ -6,7 +6,10 @@ Every connection is set up once, when it is opened:
 * ``search_path`` = the dataset's schema, so generated SQL that names bare tables (``FROM visits``)
   resolves there. ``pg_catalog`` is not listed, so PostgreSQL keeps searching it *first*: a function
   or operator defined in the dataset's schema can never shadow a built-in (CVE-2018-1058);
-* ``statement_timeout``, when the policy sets one; ``client_encoding`` UTF8.
+* ``statement_timeout``, when the policy sets one; ``client_encoding`` UTF8;
+* loaders under which a date or timestamp that Python cannot hold (``'infinity'``, beyond year 9999,
+  before year 1) arrives as the text ``'infinity'`` or ``'-infinity'`` instead of failing the fetch: a
+  query whose answer failed to load because of one person's birth date would reveal it.
 
 Then each query runs in its own ``BEGIN READ ONLY`` transaction that psycopg opens (so no SQL can
 make it read-write, not even ``set_config('default_transaction_read_only', 'off', false)``) and that
@@ -53,6 +56,7 @@ from psycopg import sql as pgsql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
+from psycopg.types.datetime import DateBinaryLoader, TimestampBinaryLoader, TimestamptzBinaryLoader
 
 from proxy.backends.base import Description, Rows
 from proxy.backends.interrupts import interruptible, statement_timeout_error
@@ -207,12 +211,40 @@ class PostgresBackend:
                 if self._statement_timeout_ms is not None:
                     timeout = pgsql.Literal(self._statement_timeout_ms)
                     cursor.execute(pgsql.SQL("SET statement_timeout TO {}").format(timeout))
+            for type_name, loader in _MOMENT_LOADERS.items():
+                connection.adapters.register_loader(type_name, loader)
             connection.autocommit = False
             connection.read_only = True  # psycopg itself sends BEGIN READ ONLY: no SQL can turn it off
         except BaseException:
             connection.close()
             raise
         return connection
+
+
+class _BeyondPython:
+    """A binary date or timestamp loader that answers ``'infinity'`` or ``'-infinity'`` for a value
+    Python cannot hold, instead of raising (the sign bit of the int32 days or int64 µs says which)."""
+
+    def load(self, data: bytes | bytearray | memoryview) -> object:
+        try:
+            return super().load(data)  # type: ignore[misc]
+        except psycopg.DataError:
+            return "-infinity" if bytes(data[:1])[0] & 0x80 else "infinity"
+
+
+class _DateLoader(_BeyondPython, DateBinaryLoader):
+    pass
+
+
+class _TimestampLoader(_BeyondPython, TimestampBinaryLoader):
+    pass
+
+
+class _TimestamptzLoader(_BeyondPython, TimestamptzBinaryLoader):
+    pass
+
+
+_MOMENT_LOADERS = {"date": _DateLoader, "timestamp": _TimestampLoader, "timestamptz": _TimestamptzLoader}
 
 
 _DATA_VERSION = pgsql.SQL(

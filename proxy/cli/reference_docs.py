@@ -1,6 +1,7 @@
-"""Generate docs/errors.md, docs/cli.md and docs/settings.md from the code, so they cannot drift from it.
+"""Generate docs/errors.md, docs/cli.md, docs/settings.md and the function table of docs/sql.md from the
+code, so they cannot drift from it.
 
-``python -m proxy.cli.reference_docs`` rewrites the three files; a test fails when they are stale.
+``python -m proxy.cli.reference_docs`` rewrites them; a test fails when they are stale.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from proxy.analysis.function_safety import families
 from proxy.cli.main import main
 from proxy.errors import ProxyError
 from proxy.settings import SETTINGS
@@ -85,10 +87,38 @@ def settings_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+FUNCTIONS_BEGIN = "<!-- functions: generated from proxy/analysis/function_safety.py by `python -m proxy.cli.reference_docs`; do not edit -->"
+FUNCTIONS_END = "<!-- end of the generated functions -->"
+
+
+def functions_markdown() -> str:
+    """The table of docs/sql.md's "Functions on private values": every accepted family, its checks and
+    its treatment on each engine, from analysis/function_safety.py."""
+    lines = [
+        FUNCTIONS_BEGIN,
+        "",
+        "| family | written as | checked before anything runs (every engine) | DuckDB | PostgreSQL |",
+        "|---|---|---|---|---|",
+    ]
+    for safety in families():
+        cells = (safety.family, safety.sql, safety.checks or "—", str(safety.duckdb), str(safety.postgres))
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join([*lines, "", FUNCTIONS_END])
+
+
+def with_functions(sql_md: str) -> str:
+    """docs/sql.md with its generated function table replaced by the current one."""
+    before, _, rest = sql_md.partition(FUNCTIONS_BEGIN)
+    _, _, after = rest.partition(FUNCTIONS_END)
+    return before + functions_markdown() + after
+
+
 def write_all() -> None:
     (DOCS / "settings.md").write_text(settings_markdown(), encoding="utf-8")
     (DOCS / "errors.md").write_text(errors_markdown(), encoding="utf-8")
     (DOCS / "cli.md").write_text(cli_markdown(), encoding="utf-8")
+    sql = DOCS / "sql.md"
+    sql.write_text(with_functions(sql.read_text(encoding="utf-8")), encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from proxy.rewrite.bound_contributions import (
     mode_histogram_query,
 )
 from proxy.rewrite.group_domains import domain_query, duplicate_keys_query, lookup_values_query
+from proxy.rewrite.safe_predicates import refuse_what_could_fail
 
 MAX_GROUP_CELLS = 10_000
 Execute = Callable[[str], tuple[list[tuple[str, str]], list[tuple[Any, ...]]]]
@@ -60,7 +61,9 @@ def checked_epsilon(dataset: DatasetPolicy, chosen: float | None) -> float:
 def resolve_group_domains(shape: QueryShape, *, execute: Execute, dialect: str) -> QueryShape:
     """Fill in the public key domain of each GROUP BY expression, evaluated by ``execute`` (the
     engine) over the values the policy allows — never over a private table. A lookup table's column
-    takes its values from that (public) table."""
+    takes its values from that (public) table. First of all, anything the engine could not evaluate
+    without failing on some row is refused: before any engine query, even over public values."""
+    refuse_what_could_fail(shape, dialect=dialect)
     _check_lookup_keys(shape, execute=execute, dialect=dialect)
     keys = []
     for key in shape.group_keys:
@@ -74,7 +77,8 @@ def resolve_group_domains(shape: QueryShape, *, execute: Execute, dialect: str) 
                 )
                 raw = [row[0] for row in execute(sql)[1] if row[0] is not None]
             type_ = _key_type(key, shape, raw)
-            key = key.with_domain(tuple(sorted({_typed(value, type_) for value in raw})), type_)
+            domain = {_typed(value, type_) for value in raw if _fits(value, type_)}
+            key = key.with_domain(tuple(sorted(domain)), type_)
         keys.append(key)
     return shape.with_group_keys(tuple(keys))
 
@@ -119,9 +123,29 @@ def _typed(value: Any, type_: ColumnType) -> Any:
     return value
 
 
+_PYTHON_TYPES: dict[ColumnType, type] = {ColumnType.DATE: datetime.date, ColumnType.BOOLEAN: bool}
+
+
+def _fits(value: Any, type_: ColumnType) -> bool:
+    """Whether a key value from an engine can be typed and written back into SQL: not a number that
+    does not convert (``exp(1000)`` is ``inf`` on DuckDB, NaN on either), not a date Python cannot
+    hold (a year before 1). A key that does not fit is dropped, whoever's row it comes from."""
+    if value is None:
+        return True
+    try:
+        typed = _typed(value, type_)
+    except (TypeError, ValueError, ArithmeticError):
+        return False
+    if type_ in _PYTHON_TYPES:
+        return isinstance(typed, _PYTHON_TYPES[type_])
+    return not isinstance(typed, float) or math.isfinite(typed)
+
+
 def typed_key_rows(plan: ReleasePlan, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """Keys from the data arrive in each engine's own types (PostgreSQL's NUMERIC as Decimal, its
-    date_trunc as a timestamp); the noisy table holds them in the key's type, on every engine."""
+    date_trunc as a timestamp); the noisy table holds them in the key's type, on every engine. A row
+    whose key cannot be typed (an infinite date, NaN) is dropped before any threshold, rather than
+    failing the query on one person's key."""
     types = [key.type for key in plan.shape.group_keys]
     if not any(key.thresholded for key in plan.shape.group_keys):
         return rows
@@ -130,6 +154,7 @@ def typed_key_rows(plan: ReleasePlan, rows: list[tuple[Any, ...]]) -> list[tuple
         tuple(_typed(value, type_) for value, type_ in zip(row[:width], types, strict=True))
         + tuple(row[width:])
         for row in rows
+        if all(_fits(value, type_) for value, type_ in zip(row[:width], types, strict=True))
     ]
 
 

@@ -231,8 +231,11 @@ def _key(key: GroupKey, shape: QueryShape, dialect: str) -> exp.Expression:
 
 
 def _in_public_domain(key: GroupKey, shape: QueryShape, dialect: str) -> exp.Expression:
-    """Rows whose key is outside the public domain (or NULL) form no released group: drop them early."""
+    """Rows whose key is outside the public domain (or NULL) form no released group: drop them early.
+    An empty domain keeps no row (``IN ()`` is not SQL on PostgreSQL)."""
     assert key.values is not None, "key domains are resolved before the query is built"
+    if not key.values:
+        return exp.false()
     return _key(key, shape, dialect).isin(*[exp.convert(value) for value in key.values])
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import datetime
 import logging
 import threading
 import time
@@ -110,6 +111,17 @@ def test_returns_names_type_names_and_decimals_unchanged(fresh_schema: str, make
     assert description == [("n", "int8"), ("t", "text"), ("d", "numeric"), ("day", "date")]
     (row,) = rows
     assert row[:3] == (7, "x", Decimal("1.25")) and str(row[3]) == "2024-01-02"
+
+
+def test_a_date_python_cannot_hold_arrives_as_infinity_not_as_an_error(
+    fresh_schema: str, make_backend: Any
+) -> None:
+    """A fetch that failed on one person's birth date ('infinity', year 20000) would reveal it."""
+    _, rows = make_backend(fresh_schema).execute(
+        "SELECT date 'infinity', date '-infinity', date '20000-01-01', timestamp '0014-05-05 BC',"
+        " timestamptz 'infinity', date '2020-01-02'"
+    )
+    assert rows == [("infinity", "-infinity", "infinity", "-infinity", "infinity", datetime.date(2020, 1, 2))]
 
 
 def test_bare_table_names_resolve_in_the_dataset_schema(

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import click
 
+from proxy.analysis.function_safety import families
 from proxy.cli.main import main
-from proxy.cli.reference_docs import cli_markdown, errors_markdown, settings_markdown
+from proxy.cli.reference_docs import cli_markdown, errors_markdown, functions_markdown, settings_markdown
 from proxy.errors import ProxyError
 from proxy.settings import SETTINGS
 
@@ -30,6 +31,13 @@ def test_every_error_class_is_in_the_reference() -> None:
 
 def test_settings_reference_is_current() -> None:
     assert (DOCS / "settings.md").read_text(encoding="utf-8") == settings_markdown(), "run `make docs`"
+
+
+def test_the_function_table_of_sql_md_is_current() -> None:
+    """docs/sql.md says, for every function accepted on private values, what each engine does with it."""
+    text = (DOCS / "sql.md").read_text(encoding="utf-8")
+    assert functions_markdown() in text, "run `make docs`"
+    assert all(f"| {safety.family} |" in text for safety in families())
 
 
 def test_every_setting_has_help() -> None:

@@ -232,3 +232,37 @@ def test_a_lookup_key_that_is_not_unique_is_refused(engine: duckdb.DuckDBPyConne
         resolve_group_domains(
             statement.shape, execute=lambda sql: ([], engine.execute(sql).fetchall()), dialect="duckdb"
         )
+
+
+def domain_and_counts(
+    engine: duckdb.DuckDBPyConnection, sql: str
+) -> tuple[tuple[object, ...], dict[object, float]]:
+    (tree,) = parse_statements(sql)
+    statement = classify(tree, clinic_policy())
+    assert isinstance(statement, PrivateQuery)
+    shape = resolve_group_domains(
+        statement.shape, execute=lambda sql: ([], engine.execute(sql).fetchall()), dialect="duckdb"
+    )
+    query = bounded_query(shape, exact_quantities(shape), dialect="duckdb")
+    values = shape.group_keys[0].values
+    assert values is not None
+    return values, dict(engine.execute(query.sql(dialect="duckdb")).fetchall())
+
+
+def test_an_empty_key_domain_keeps_no_row(engine: duckdb.DuckDBPyConnection) -> None:
+    """``IN ()`` is not SQL on PostgreSQL: an empty domain filters with FALSE."""
+    assert domain_and_counts(
+        engine, "SELECT COUNT(*) FROM visits GROUP BY CASE WHEN age > 100 THEN 'old' END"
+    ) == (
+        (),
+        {},
+    )
+
+
+def test_a_key_no_answer_could_hold_is_left_out_of_the_domain(engine: duckdb.DuckDBPyConnection) -> None:
+    """exp(3000) is infinite on DuckDB: no SQL literal, no released key — for every dataset alike."""
+    values, counts = domain_and_counts(
+        engine, "SELECT COUNT(*) FROM visits GROUP BY CASE WHEN age = 30 THEN EXP(age * 100) ELSE 1 END"
+    )
+    assert values == (1.0,)
+    assert counts == pytest.approx({1.0: 5.0})  # the visits not at age 30; the rest form no released group
