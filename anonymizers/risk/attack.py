@@ -33,7 +33,7 @@ Counting uses :mod:`anonymizers.risk.counting`, never the n_0 × n_1 pairs.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -111,6 +111,7 @@ def simulate_attack(
     threshold: float = DEFAULT_THRESHOLD,
     low_threshold: float | None = None,
     outlier_k: float = DEFAULT_OUTLIER_K,
+    progress: Callable[[int, int], None] | None = None,
 ) -> AttackResult:
     """Run Algorithm 2 of every original record against the released table.
 
@@ -118,7 +119,8 @@ def simulate_attack(
     the record ids. ``released`` holds the released quasi-identifiers (and ``sensitive``) and ``row_id``,
     the position in ``original`` each released row came from. ``threshold`` is T, ``low_threshold`` T_L
     (default :func:`default_low_threshold`; 1.0: the whole support, which understates the risk of sampled
-    outliers); with p perturbed attributes each gets T^(1/p) and T_L^(1/p).
+    outliers); with p perturbed attributes each gets T^(1/p) and T_L^(1/p). ``progress(done, total)``
+    follows the counting in records scored (2 counting passes, 4 with ``sensitive``).
     """
     if low_threshold is None:
         low_threshold = default_low_threshold(threshold)
@@ -126,22 +128,46 @@ def simulate_attack(
     starred = suppressed_rows(released, pipeline.quasi_identifiers)
     published = released[~starred]
     regions = _regions(original, published, pipeline, threshold, low_threshold)
+    tracker = _Passes(progress, regions.profile_of, 2 if sensitive is None else 4)
     own = np.full(len(original), -1, dtype=np.int64)
     own[published[row_id].to_numpy(dtype=np.int64)] = np.arange(len(published))
     own_starred = np.zeros(len(original), dtype=bool)
     own_starred[released[row_id].to_numpy(dtype=np.int64)[starred]] = True
-    high, union = regions.counts()
+    high, union = regions.counts(tracker=tracker)
     hidden = union == 0  # no published candidate: the record's class was not published
     in_high, in_union = (np.where(hidden, own_starred, inside) for inside in regions.holds(own))
     high, union = (np.where(hidden, starred.sum(), count) for count in (high, union))
     rate = None if pipeline.sample is None else pipeline.sample.rate
     sizes = candidate_sizes(high, union, in_high, in_union, sampling_rate=rate, outlier_k=outlier_k)
     revealing = (
-        _revealing(original[sensitive], released[sensitive], regions, starred, hidden, in_high, in_union)
+        _revealing(
+            original[sensitive], released[sensitive], regions, starred, hidden, in_high, in_union, tracker
+        )
         if sensitive is not None
         else (None, None)
     )
     return attack_result(sizes, revealing, threshold, low_threshold, outlier_k, rate)
+
+
+class _Passes:
+    """Progress of the counting in records: each pass counts the profiles in order, so the records done
+    are those of the profiles done; a record is scored when every pass has counted it."""
+
+    def __init__(
+        self, report: Callable[[int, int], None] | None, profile_of: np.ndarray, passes: int
+    ) -> None:
+        self.report = report
+        self.records = np.cumsum(np.bincount(profile_of)) if len(profile_of) else np.zeros(1, dtype=np.int64)
+        self.passes = passes
+        self.finished = 0
+
+    def pass_done(self) -> None:
+        self.finished += 1
+
+    def profiles_done(self, stop: int) -> None:
+        if self.report is not None:
+            total = int(self.records[-1])
+            self.report((self.finished * total + int(self.records[stop - 1])) // self.passes, total)
 
 
 @dataclass(frozen=True)
@@ -154,14 +180,23 @@ class _Regions:
     profile_of: np.ndarray
     published: int
 
-    def counts(self, classes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def counts(self, classes: np.ndarray | None = None, *, tracker: _Passes) -> tuple[np.ndarray, np.ndarray]:
         """(|C^H|, |C^H ∪ C^L|) per original record, split by the published rows' ``classes`` if given."""
-        profiles = len(self.high[0].query)
-        high, union = (
-            count_in_regions(c, profiles=profiles, released=self.published, classes=classes)[self.profile_of]
-            for c in (self.high, self.union)
+        return self._count(self.high, classes, tracker), self._count(self.union, classes, tracker)
+
+    def _count(
+        self, constraints: list[Constraint], classes: np.ndarray | None, tracker: _Passes
+    ) -> np.ndarray:
+        profiles = len(constraints[0].query)
+        counts = count_in_regions(
+            constraints,
+            profiles=profiles,
+            released=self.published,
+            classes=classes,
+            progress=tracker.profiles_done,
         )
-        return high, union
+        tracker.pass_done()
+        return counts[self.profile_of]
 
     def holds(self, own: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Whether each record's own published row (``own``: its position, −1 if none) is in its high
@@ -265,6 +300,7 @@ def _revealing(
     hidden: np.ndarray,
     in_high: np.ndarray,
     in_union: np.ndarray,
+    tracker: _Passes,
 ) -> tuple[float, float]:
     """(n_s, probabilistic risk) over the records whose attack succeeds (Def 4.5 and its variant); the
     candidates of a ``hidden`` record (no published candidate) are the suppressed rows, as for |C_i|."""
@@ -276,7 +312,7 @@ def _revealing(
     suppressed = np.bincount(released_classes[starred], minlength=width)
     high, union = (
         np.where(hidden[:, None], suppressed, np.pad(count, ((0, 0), (0, width - count.shape[1]))))
-        for count in regions.counts(released_classes[~starred])
+        for count in regions.counts(released_classes[~starred], tracker=tracker)
     )
     chosen = np.where(in_high[:, None], high, union)[in_union]
     distinct = (chosen > 0).sum(axis=1)

@@ -17,6 +17,7 @@ expanded attributes) plus O(n_1 log n_1) for the sort — never n_0 × n_1.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,13 +37,38 @@ class Constraint:
     released: np.ndarray
 
 
+CHUNK_ROWS = 2_000_000
+"""Joined (profile, released combination) rows per chunk of profiles, estimated from the region sizes: it
+bounds the memory of a count, and a caller sees progress between chunks."""
+
+
+@dataclass(frozen=True)
+class _Index:
+    """The released side, built once for every chunk of profiles: the numbered combinations of the
+    expanded codes (and class), the sorted search positions, the runs of the searched attribute's regions
+    and the (query code, released code) pairs each expanded attribute accepts."""
+
+    keys: pd.DataFrame | None
+    columns: list[str]
+    positions: np.ndarray
+    width: int
+    runs: pd.DataFrame
+    pairs: list[pd.DataFrame]
+
+
 def count_in_regions(
-    constraints: list[Constraint], *, profiles: int, released: int, classes: np.ndarray | None = None
+    constraints: list[Constraint],
+    *,
+    profiles: int,
+    released: int,
+    classes: np.ndarray | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> np.ndarray:
     """Released rows in every profile's region, shape (profiles,) — or (profiles, m) split by class.
 
     ``released`` is the number of released rows; ``classes`` (codes 0..m−1 per released row, e.g. the
-    sensitive value) splits each count by class.
+    sensitive value) splits each count by class. Profiles are counted in chunks (:data:`CHUNK_ROWS`);
+    ``progress(p)`` is called after each with the number of profiles done (0..p−1).
     """
     live = [c for c in constraints if not c.allowed[np.unique(c.query)].all()]
     n_classes = 0 if classes is None else int(classes.max(initial=-1)) + 1
@@ -54,35 +80,79 @@ def count_in_regions(
     sizes = [c.allowed[np.unique(c.query)].sum(axis=1).mean() for c in live]
     searched = live[int(np.argmax(sizes))]
     expanded = [c for c in live if c is not searched]
-    queries = pd.DataFrame({"profile": np.arange(profiles), "s": searched.query})
+    index = _index(searched, expanded, accepted, classes)
+    totals = np.zeros((profiles,) if classes is None else (profiles, n_classes), dtype=np.int64)
+    for start, stop in _chunks(expanded, profiles, n_classes):
+        totals[start:stop] = _count_chunk(
+            np.arange(start, stop), searched, expanded, index, n_classes, classes
+        )
+        if progress is not None:
+            progress(stop)
+    return totals
+
+
+def _index(
+    searched: Constraint, expanded: list[Constraint], accepted: np.ndarray, classes: np.ndarray | None
+) -> _Index:
     rows = pd.DataFrame({"row": np.flatnonzero(accepted)})
-    key_columns = []
+    columns = []
     for index, c in enumerate(expanded):
-        column = f"k{index}"
-        source, code = np.nonzero(c.allowed)
-        pairs = pd.DataFrame({f"q{index}": source, column: code})
-        queries[f"q{index}"] = c.query[queries["profile"].to_numpy()]
-        queries = queries.merge(pairs, on=f"q{index}").drop(columns=f"q{index}")
-        rows[column] = c.released[rows["row"].to_numpy()]
-        key_columns.append(column)
+        rows[f"k{index}"] = c.released[rows["row"].to_numpy()]
+        columns.append(f"k{index}")
     if classes is not None:
-        queries = queries.merge(pd.DataFrame({"class": np.arange(n_classes)}), how="cross")
         rows["class"] = classes[rows["row"].to_numpy()]
-        key_columns.append("class")
-    queries, rows = _key(queries, rows, key_columns)
+        columns.append("class")
+    keys, rows = _key(rows, columns)
     width = searched.allowed.shape[1]
     positions = np.sort(rows["key"].to_numpy() * width + searched.released[rows["row"].to_numpy()])
-    runs = _runs(searched.allowed)
-    queries = queries.merge(runs, on="s")
-    base = queries["key"].to_numpy() * width
-    counts = np.searchsorted(positions, base + queries["hi"].to_numpy(), side="right") - np.searchsorted(
-        positions, base + queries["lo"].to_numpy(), side="left"
-    )
+    pairs = []
+    for index, c in enumerate(expanded):
+        source, code = np.nonzero(c.allowed)
+        pairs.append(pd.DataFrame({f"q{index}": source, f"k{index}": code}))
+    return _Index(keys, columns, positions, width, _runs(searched.allowed), pairs)
+
+
+def _chunks(expanded: list[Constraint], profiles: int, n_classes: int) -> list[tuple[int, int]]:
+    """Consecutive profile ranges of about :data:`CHUNK_ROWS` joined rows each (a profile's rows: the
+    product of its expanded regions' sizes, times the classes)."""
+    if profiles == 0:
+        return []
+    weight = np.full(profiles, float(max(n_classes, 1)))
+    for c in expanded:
+        weight *= c.allowed.sum(axis=1)[c.query]
+    chunk_of = (np.cumsum(weight) - weight) // CHUNK_ROWS
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(chunk_of)) + 1])
+    return list(zip(starts.tolist(), [*starts[1:].tolist(), profiles], strict=True))
+
+
+def _count_chunk(
+    chunk: np.ndarray,
+    searched: Constraint,
+    expanded: list[Constraint],
+    index: _Index,
+    n_classes: int,
+    classes: np.ndarray | None,
+) -> np.ndarray:
+    """The counts of the profiles in ``chunk``: each joined to every released combination it accepts on
+    the expanded attributes, then the searched attribute's runs counted by binary search."""
+    queries = pd.DataFrame({"profile": chunk - chunk[0], "s": searched.query[chunk]})
+    for position, (c, pairs) in enumerate(zip(expanded, index.pairs, strict=True)):
+        queries[f"q{position}"] = c.query[chunk[queries["profile"].to_numpy()]]
+        queries = queries.merge(pairs, on=f"q{position}").drop(columns=f"q{position}")
+    if classes is not None:
+        queries = queries.merge(pd.DataFrame({"class": np.arange(n_classes)}), how="cross")
+    queries = queries.merge(index.keys, on=index.columns) if index.keys is not None else queries.assign(key=0)
+    queries = queries.merge(index.runs, on="s")
+    base = queries["key"].to_numpy() * index.width
+    counts = np.searchsorted(
+        index.positions, base + queries["hi"].to_numpy(), side="right"
+    ) - np.searchsorted(index.positions, base + queries["lo"].to_numpy(), side="left")
+    size = len(chunk)
     if classes is None:
-        return np.bincount(queries["profile"], weights=counts, minlength=profiles).astype(np.int64)
+        return np.bincount(queries["profile"], weights=counts, minlength=size).astype(np.int64)
     flat = queries["profile"].to_numpy() * n_classes + queries["class"].to_numpy()
-    totals = np.bincount(flat, weights=counts, minlength=profiles * n_classes)
-    return totals.reshape(profiles, n_classes).astype(np.int64)
+    totals = np.bincount(flat, weights=counts, minlength=size * n_classes)
+    return totals.reshape(size, n_classes).astype(np.int64)
 
 
 def _totals(
@@ -95,15 +165,14 @@ def _totals(
     return np.tile(per_class, (profiles, 1)).astype(np.int64)
 
 
-def _key(queries: pd.DataFrame, rows: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Number the released combinations of the expanded codes; queries keep only combinations that exist."""
+def _key(rows: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame | None, pd.DataFrame]:
+    """Number the released combinations of the expanded codes (None: there are none, every row is key 0);
+    queries keep only the combinations that exist."""
     if not columns:
-        queries["key"] = 0
-        rows["key"] = 0
-        return queries, rows
+        return None, rows.assign(key=0)
     keys = rows[columns].drop_duplicates().reset_index(drop=True)
     keys["key"] = np.arange(len(keys))
-    return queries.merge(keys, on=columns), rows.merge(keys, on=columns)
+    return keys, rows.merge(keys, on=columns)
 
 
 def _runs(allowed: np.ndarray) -> pd.DataFrame:

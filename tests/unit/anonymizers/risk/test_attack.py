@@ -10,6 +10,7 @@ import pytest
 
 from anonymizers.errors import AnonymizationError
 from anonymizers.hierarchy import Hierarchy, interval_hierarchy, value_text
+from anonymizers.risk import counting
 from anonymizers.risk.attack import candidate_sizes, simulate_attack
 from anonymizers.risk.pipeline import AttributePipeline, Generalize, Laplace, Pipeline, Randomize, Sample
 from anonymizers.risk.simulators import PerturbationSimulator, laplace_matrix
@@ -239,3 +240,26 @@ def test_numeric_labels_of_the_grid_match_hierarchy_leaves() -> None:
     step = Laplace(1.0, lower=17, upper=20)
     assert [value_text(17 + i) for i in range(step.grid_size)] == ["17", "18", "19", "20"]
     assert laplace_matrix(step).shape == (4, 4)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_counting_in_chunks_agrees_and_reports_progress_in_records(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Profiles are counted in chunks (memory, and a progress bar between them): a chunk per few joined
+    rows gives the same counts as one chunk, and progress rises to every record."""
+    original, pipeline = _random_case(seed)
+    released = _run_pipeline(original, pipeline, np.random.default_rng(200 + seed))
+    whole = simulate_attack(original, released, pipeline, sensitive="si")
+    monkeypatch.setattr(counting, "CHUNK_ROWS", 3)
+    calls: list[tuple[int, int]] = []
+    chunked = simulate_attack(
+        original, released, pipeline, sensitive="si", progress=lambda done, total: calls.append((done, total))
+    )
+    np.testing.assert_array_equal(chunked.sizes, whole.sizes)
+    assert (chunked.n_s, chunked.probabilistic_revealing_risk) == (
+        whole.n_s,
+        whole.probabilistic_revealing_risk,
+    )
+    done = [d for d, _ in calls]
+    assert len(calls) > 8 and done == sorted(done) and calls[-1] == (len(original), len(original))
