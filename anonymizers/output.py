@@ -184,12 +184,43 @@ def _write_query(source: TableSource, query: exp.Select, target: OutputTarget, *
     _write_file(target.path, replace, lambda path: source.write_file(query, path, kind))
 
 
-def _write_file(path: Path, replace: bool, write: Callable[[Path], None]) -> None:
-    """Write through ``write(temporary_path)``, then rename over ``path``."""
+def ensure_writable(target: OutputTarget, source: TableSource, *, replace: bool) -> None:
+    """Refuse an output that exists (without ``replace``) or cannot be made, before the long work that
+    would produce it rather than after."""
+    if target.kind == "table":
+        _check_table(source, target, replace)
+    else:
+        assert target.path is not None
+        _check_file(target.path, replace)
+
+
+def _check_file(path: Path, replace: bool) -> None:
     if path.exists() and not replace:
         raise AnonymizationError(f"{path} already exists", hint="choose another path, or pass --replace")
     if not path.parent.is_dir():
         raise AnonymizationError(f"directory {path.parent} does not exist")
+
+
+def _check_table(source: TableSource, target: OutputTarget, replace: bool) -> None:
+    if source.in_memory:
+        raise AnonymizationError(
+            "a CSV or Parquet input has no database to write a table into",
+            hint="write to a .csv or .parquet path instead",
+        )
+    assert target.table is not None
+    if not replace and source.table_exists(target.table, _schema(source, target)):
+        raise AnonymizationError(
+            f"table {target.table} already exists", hint="choose another name, or pass --replace"
+        )
+
+
+def _schema(source: TableSource, target: OutputTarget) -> str | None:
+    return target.schema or source.table.db or None
+
+
+def _write_file(path: Path, replace: bool, write: Callable[[Path], None]) -> None:
+    """Write through ``write(temporary_path)``, then rename over ``path``."""
+    _check_file(path, replace)
     partial = path.with_name(f".{path.name}{TEMPORARY_SUFFIX}")
     try:
         write(partial)
@@ -199,17 +230,9 @@ def _write_file(path: Path, replace: bool, write: Callable[[Path], None]) -> Non
 
 
 def _write_table(source: TableSource, query: exp.Select, target: OutputTarget, *, replace: bool) -> None:
-    if source.in_memory:
-        raise AnonymizationError(
-            "a CSV or Parquet input has no database to write a table into",
-            hint="write to a .csv or .parquet path instead",
-        )
+    _check_table(source, target, replace)
     assert target.table is not None
-    schema = target.schema or source.table.db or None
-    if source.table_exists(target.table, schema) and not replace:
-        raise AnonymizationError(
-            f"table {target.table} already exists", hint="choose another name, or pass --replace"
-        )
+    schema = _schema(source, target)
     final = quoted_table(target.table, schema)
     partial = target.table + TEMPORARY_SUFFIX
     statements: list[exp.Expression] = [

@@ -186,8 +186,24 @@ class InformationLoss:
     released_share: float
     columns: tuple[ColumnLoss, ...]
 
+    @property
+    def cell_loss(self) -> float:
+        """The share of the original table's cells (records × these columns) that the release does not
+        carry unchanged: 1 − released share × mean unchanged share. Why this one for ``combine``: it is
+        in [0, 1], needs no hierarchy or node, and both of the pipeline's costs move it — a record sampled
+        away loses all its cells, a noised or randomized value that moved loses its cell. (A generalized
+        column always counts as changed; its level is the user's, not searched.)"""
+        if not self.columns:
+            return 1.0 - self.released_share
+        unchanged = 1.0 - sum(c.changed_share for c in self.columns) / len(self.columns)
+        return 1.0 - self.released_share * unchanged
+
     def to_dict(self) -> dict[str, Any]:
-        return {"released_share": self.released_share, "columns": [vars(c) for c in self.columns]}
+        return {
+            "released_share": self.released_share,
+            "cell_loss": self.cell_loss,
+            "columns": [vars(c) for c in self.columns],
+        }
 
 
 def information_loss(

@@ -57,19 +57,32 @@ def classic_risk(
     if len(table) == 0:
         raise AnonymizationError("cannot measure the risk of an empty table")
     sizes = class_sizes(table, quasi_identifiers)
-    per_record = sizes.to_numpy(dtype=float)
-    n = len(table)
     journalist = _journalist(sizes, quasi_identifiers, population, sampling_fraction)
+    return _measures(sizes.to_numpy(dtype=float), journalist)
+
+
+def classic_from_sizes(sizes: np.ndarray, *, sampling_fraction: float | None = None) -> ClassicRisk:
+    """The same measures from the released class sizes alone: global recoding knows them from its
+    frequency set, so a search can score every candidate without grouping (or reading) the rows."""
+    if len(sizes) == 0:
+        raise AnonymizationError("cannot measure the risk of an empty table")
+    counts = np.asarray(sizes, dtype=float)
+    return _measures(counts, _estimated_journalist(counts, sampling_fraction))
+
+
+def _measures(sizes: np.ndarray, journalist: np.ndarray | None) -> ClassicRisk:
+    """The measures from one size per class (and 1/F_j per class, when known)."""
+    n = int(sizes.sum())
     return ClassicRisk(
         records=n,
         classes=len(sizes),
-        achieved_k=int(per_record.min()),
-        prosecutor_max=float(1.0 / per_record.min()),
+        achieved_k=int(sizes.min()),
+        prosecutor_max=float(1.0 / sizes.min()),
         prosecutor_average=float(len(sizes) / n),  # Σ_records 1/f_j = #classes
         marketer=float(len(sizes) / n),
-        sample_uniques=int((per_record == 1).sum()),
+        sample_uniques=int((sizes == 1).sum()),
         journalist_max=None if journalist is None else float(journalist.max()),
-        journalist_average=None if journalist is None else float(np.average(journalist, weights=per_record)),
+        journalist_average=None if journalist is None else float(np.average(journalist, weights=sizes)),
     )
 
 
@@ -88,8 +101,13 @@ def _journalist(
                 hint="the population must contain the sample and be recoded with the same hierarchies",
             )
         return 1.0 / np.maximum(frequency.to_numpy(dtype=float), sizes.to_numpy(dtype=float))
-    if sampling_fraction is not None:
-        if not 0 < sampling_fraction <= 1:
-            raise AnonymizationError(f"the sampling fraction must be in (0, 1], got {sampling_fraction}")
-        return sampling_fraction / sizes.to_numpy(dtype=float)
-    return None
+    return _estimated_journalist(sizes.to_numpy(dtype=float), sampling_fraction)
+
+
+def _estimated_journalist(sizes: np.ndarray, sampling_fraction: float | None) -> np.ndarray | None:
+    """1/F_j with F_j = f_j/λ; None without λ (a sample alone cannot tell F_j)."""
+    if sampling_fraction is None:
+        return None
+    if not 0 < sampling_fraction <= 1:
+        raise AnonymizationError(f"the sampling fraction must be in (0, 1], got {sampling_fraction}")
+    return sampling_fraction / sizes

@@ -12,7 +12,7 @@ import pytest
 from anonymizers.errors import AnonymizationError
 from anonymizers.global_recoding import GlobalRecodingResult, PrivacyModel, anonymize
 from anonymizers.hierarchy import Hierarchy, interval_hierarchy, suppression_hierarchy
-from anonymizers.output import TEMPORARY_SUFFIX, OutputTarget, write_frame, write_recoded
+from anonymizers.output import TEMPORARY_SUFFIX, OutputTarget, ensure_writable, write_frame, write_recoded
 from anonymizers.source import TableSource
 
 FRAME = pd.DataFrame(
@@ -147,3 +147,21 @@ def test_table_output_from_a_csv_input_is_refused(tmp_path: Path) -> None:
 def test_unknown_targets_are_refused(text: str) -> None:
     with pytest.raises(AnonymizationError):
         OutputTarget.parse(text)
+
+
+@pytest.mark.parametrize(
+    ("out", "message"),
+    [("db:people", "table people already exists"), ("{dir}/taken.csv", "already exists"),
+     ("{dir}/missing/x.csv", "does not exist")],
+)  # fmt: skip
+def test_an_output_that_cannot_be_written_is_refused_before_any_work(
+    database: Path, tmp_path: Path, out: str, message: str
+) -> None:
+    (tmp_path / "taken.csv").write_text("keep me\n")
+    target = OutputTarget.parse(out.format(dir=tmp_path))
+    with TableSource.duckdb_file(database, "people") as source:
+        with pytest.raises(AnonymizationError, match=message):
+            ensure_writable(target, source, replace=False)
+        if "missing" not in out:
+            ensure_writable(target, source, replace=True)
+    assert (tmp_path / "taken.csv").read_text() == "keep me\n"

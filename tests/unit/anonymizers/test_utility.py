@@ -149,3 +149,14 @@ def test_information_loss_needs_an_id_per_released_row() -> None:
     frame = pd.DataFrame({"a": [1, 2]})
     with pytest.raises(AnonymizationError, match="row_ids"):
         information_loss(frame, frame, row_ids=np.array([0]), columns=["a"])
+
+
+def test_cell_loss_counts_the_cells_not_released_unchanged() -> None:
+    """Half the records released (the other half's cells lost), and of theirs one age and one city moved."""
+    original = pd.DataFrame({"age": [30, 40, 50, 60], "city": ["a", "b", "c", "d"]})
+    released = pd.DataFrame({"age": [41, 50], "city": ["b", "*"]})
+    loss = information_loss(original, released, row_ids=np.array([1, 2]), columns=["age", "city"])
+    assert loss.cell_loss == pytest.approx(1 - 0.5 * (1 - 0.5)) == 6 / 8
+    assert loss.to_dict()["cell_loss"] == loss.cell_loss
+    unchanged = information_loss(original, original, row_ids=np.arange(4), columns=["age", "city"])
+    assert unchanged.cell_loss == 0

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from anonymizers.errors import AnonymizationError
-from anonymizers.risk.classic import classic_risk
+from anonymizers.risk.classic import classic_from_sizes, classic_risk
 
 TABLE = pd.DataFrame({"age": ["20-29", "20-29", "30-39", "30-39", "30-39", "40-49"], "sex": ["F"] * 6})
 
@@ -35,3 +36,11 @@ def test_journalist_risk_from_a_sampling_fraction() -> None:
 def test_rejects_a_population_missing_a_released_class() -> None:
     with pytest.raises(AnonymizationError, match="does not occur in the population"):
         classic_risk(TABLE, ["age"], population=TABLE.iloc[:2])
+
+
+def test_measures_from_class_sizes_alone_equal_those_of_the_table() -> None:
+    """Global recoding knows its class sizes from the frequency set: no table to group."""
+    from_table = classic_risk(TABLE, ["age", "sex"], sampling_fraction=0.25)
+    assert classic_from_sizes(np.array([2, 3, 1]), sampling_fraction=0.25) == from_table
+    with pytest.raises(AnonymizationError, match="empty table"):
+        classic_from_sizes(np.array([], dtype=np.int64))
