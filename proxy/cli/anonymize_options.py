@@ -16,6 +16,7 @@ import click
 
 from anonymizers.errors import AnonymizationError
 from anonymizers.hierarchy import Hierarchy, load_arx_hierarchy, value_text
+from anonymizers.release_search import MEASURES
 from anonymizers.risk.attack import DEFAULT_OUTLIER_K, DEFAULT_THRESHOLD
 from anonymizers.risk.pipeline import (
     AttributePipeline,
@@ -58,6 +59,35 @@ attack_options = [
         default=DEFAULT_OUTLIER_K,
         show_default=True,
         help="k of the sampling simulator's outlier threshold T' = k·α.",
+    ),
+]
+
+target_options = [
+    click.option(
+        "--max-risk",
+        type=click.FloatRange(0, 1, min_open=True),
+        help="Search the parameters for the release with the least information loss whose risk is at "
+        "most this; write nothing (and exit 1) if none is. See docs/anonymize.md.",
+    ),
+    click.option(
+        "--risk-measure",
+        type=click.Choice(MEASURES),
+        default="simulated",
+        show_default=True,
+        help="The risk compared with --max-risk: the simulated attack's 1/n_q, or the classic prosecutor "
+        "(max), journalist (max, needs --sampling-fraction) or marketer risk.",
+    ),
+    click.option(
+        "--sampling-fraction",
+        type=click.FloatRange(0, 1, min_open=True),
+        help="λ: the table is this share of the population (for --risk-measure journalist).",
+    ),
+    click.option(
+        "--plot",
+        "plot_path",
+        type=click.Path(path_type=Path, dir_okay=False),
+        help="With --max-risk: draw the risk–utility frontier, chosen point marked, to this PNG "
+        "(needs [plot]).",
     ),
 ]
 

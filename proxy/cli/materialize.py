@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,17 +27,27 @@ import numpy as np
 import pandas as pd
 import psycopg
 
-from anonymizers.combine import combine, recode
+from anonymizers.combine import Released, combine, recode
 from anonymizers.diversity import DiversityModel, achieved
 from anonymizers.errors import AnonymizationError
+from anonymizers.frequency import frequency_set
 from anonymizers.global_recoding import GlobalRecodingResult, PrivacyModel, anonymize
 from anonymizers.hierarchy import Hierarchy, hierarchy_from_spec, value_text
 from anonymizers.metrics import SEARCH_METRICS
 from anonymizers.mondrian import CATEGORICAL_LABELS, RECODINGS, MondrianResult, mondrian
-from anonymizers.output import OutputTarget, write_frame, write_recoded
+from anonymizers.output import OutputTarget, ensure_writable, write_frame, write_recoded
+from anonymizers.plots import plot_candidate_counts, plot_frontier, require_matplotlib
+from anonymizers.release_search import (
+    Frontier,
+    Target,
+    classic_measure,
+    combine_frontier,
+    combine_grid,
+    kanon_frontier,
+)
 from anonymizers.risk.attack import AttackResult, simulate_attack
 from anonymizers.risk.classes import class_attack
-from anonymizers.risk.classic import classic_risk
+from anonymizers.risk.classic import class_sizes, classic_risk
 from anonymizers.risk.pipeline import AttributePipeline, Generalize, Pipeline
 from anonymizers.risk.uniqueness import Domain, cell_count, column_domain, estimate_population_uniques
 from anonymizers.source import TableSource
@@ -48,6 +59,7 @@ from proxy.cli.anonymize_options import (
     hierarchy_specs,
     pipeline_from_steps,
     split_columns,
+    target_options,
 )
 from proxy.cli.support import (
     config_option,
@@ -164,15 +176,17 @@ def _distinct(source: TableSource, column: str) -> tuple[list[object], list[str]
 # --- reports ------------------------------------------------------------------------------------------------
 
 
-def _finish(report: dict[str, Any], report_path: Path | None, as_json: bool) -> None:
+def _finish(report: dict[str, Any], options: dict[str, Any]) -> None:
+    report_path = options["report_path"]
     if report_path is not None:
         report_path.write_text(json.dumps(report, indent=2, default=_json_default) + "\n", encoding="utf-8")
-    if as_json:
+    if options["as_json"]:
         echo_json(report)
         return
     _print_summary(report)
-    if report_path is not None:
-        click.echo(f"report: {report_path}")
+    for name, path in (("report", report_path), ("plot", options.get("plot_path"))):
+        if path is not None:
+            click.echo(f"{name}: {path}")
 
 
 def _json_default(value: object) -> object:
@@ -203,6 +217,7 @@ def _print_summary(report: dict[str, Any]) -> None:
         rows.append(
             {"measure": "probabilistic revealing risk", "value": attack["probabilistic_revealing_risk"]}
         )
+    rows += _search_summary(report.get("search"))
     classic = report["risk"].get("classic")
     if classic:
         rows.append({"measure": "prosecutor risk (max)", "value": classic["prosecutor_max"]})
@@ -216,19 +231,50 @@ def _print_summary(report: dict[str, Any]) -> None:
     print_table(rows, ["measure", "value"])
 
 
-def _progress_callback(label: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
-    """A progress bar on stderr fed by ``(done, total)`` calls, and a function that closes it."""
-    state: dict[str, Any] = {}
-    if not sys.stderr.isatty():  # scripts and CI logs get the result, not a stream of bar redraws
+def _search_summary(search: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The summary's lines about a --max-risk search: the target, how much was explored, the choice."""
+    if search is None:
+        return []
+    chosen = next(c for c in search["candidates"] if c["chosen"])
+    parameters = ", ".join(f"{k}={_brief(v)}" for k, v in chosen["parameters"].items())
+    return [
+        {
+            "measure": f"{search['risk_measure']} risk (target <= {search['max_risk']:g})",
+            "value": chosen["risk"],
+        },
+        {"measure": "candidates explored", "value": len(search["candidates"])},
+        {"measure": "chosen", "value": parameters},
+    ]
+
+
+def _brief(value: object) -> str:
+    if isinstance(value, dict):
+        return "/".join(f"{k}:{_brief(v)}" for k, v in value.items())
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _progress_callback(
+    label: str, *, quiet: bool, unit: str | None = None
+) -> tuple[Callable[[int, int], None], Callable[[], None]]:
+    """A progress bar on stderr fed by ``(done, total)`` calls (with the rate in ``unit``/s), and a
+    function that closes it. Quiet under --json and when stderr is not a terminal: scripts and CI logs
+    get the result, not a stream of bar redraws."""
+    state: dict[str, Any] = {"start": time.monotonic()}
+    if quiet or not sys.stderr.isatty():
         return (lambda done, total: None), (lambda: None)
 
     def update(done: int, total: int) -> None:
         bar = state.get("bar")
         if bar is None:
-            bar = click.progressbar(length=total, label=label, file=sys.stderr)
+            bar = click.progressbar(
+                length=total, label=label, file=sys.stderr, show_pos=True, item_show_func=lambda rate: rate
+            )
             bar.__enter__()
             state["bar"] = bar
-        bar.update(done - bar.pos)
+        rate = done / max(time.monotonic() - state["start"], 1e-9)
+        bar.update(
+            done - bar.pos, current_item=f"{rate:,.{0 if rate >= 100 else 2}f} {unit}/s" if unit else None
+        )
 
     def close() -> None:
         if "bar" in state:
@@ -302,14 +348,19 @@ def with_options(options: Sequence[Callable[..., Any]]) -> Callable[..., Any]:
     "--sensitive", help="Sensitive attribute (for l-diversity, t-closeness and the revealing risk)."
 )
 @click.option(
-    "--k", "k", type=click.IntRange(min=1), required=True, help="Every released class has ≥ k rows."
+    "--k",
+    "k",
+    type=click.IntRange(min=1),
+    help="Every released class has ≥ k rows (required unless --max-risk, where it is the smallest k tried; "
+    "default 2).",
 )
 @click.option(
     "--suppression-limit",
     type=click.FloatRange(0, 1),
     default=0.0,
     show_default=True,
-    help="Largest share of rows that may be removed (optimal recoding).",
+    help="Largest share of rows that may be removed (optimal recoding; with --max-risk, the most the "
+    "search may try).",
 )
 @click.option("--l", "l_value", type=float, help="l-diversity of --sensitive in every class.")
 @click.option(
@@ -344,6 +395,7 @@ def with_options(options: Sequence[Callable[..., Any]]) -> Callable[..., Any]:
     "--recoding", type=click.Choice(RECODINGS), default="mean", show_default=True, help="Mondrian numbers."
 )
 @click.option("--relaxed", is_flag=True, help="Mondrian: split ties (relaxed Mondrian).")
+@with_options(target_options)
 @click.option(
     "--categorical",
     type=click.Choice(CATEGORICAL_LABELS),
@@ -362,18 +414,53 @@ def kanon(**options: Any) -> None:
       veil materialize kanon --input adult.csv --delimiter ';' \\
           --qi age,sex,race --k 5 --suppression-limit 0.05 \\
           --hierarchy age=adult_hierarchy_age.csv --out adult_k5.csv --report k5.json
+
+    With --max-risk R instead of --k, k and the suppression limit (up to --suppression-limit) are searched
+    for the least loss at risk ≤ R.
     """
     qis = split_columns(options["qi"], "--qi")
+    risk_target = _kanon_target(options)
     model = _privacy_model(options)
     with open_source(*_source_arguments(options)) as source:
         source.require_columns([*qis, *([options["sensitive"]] if options["sensitive"] else [])])
         specs = hierarchy_specs(options["hierarchies"], qis)
         target = OutputTarget.parse(options["out"])
+        ensure_writable(target, source, replace=options["replace"])
         if options["algorithm"] == "optimal":
-            report = _optimal(source, qis, specs, model, target, options)
+            report = _optimal(source, qis, specs, model, target, options, risk_target)
         else:
             report = _mondrian(source, qis, specs, model, target, options)
-    _finish(report, options["report_path"], options["as_json"])
+    _finish(report, options)
+
+
+def _risk_target(options: dict[str, Any]) -> Target | None:
+    """The --max-risk target, or None; --plot draws the search, so it needs one. matplotlib is checked
+    now: a missing extra must not surface after a long search (or after the output is written)."""
+    if options["max_risk"] is None:
+        if options["plot_path"] is not None:
+            raise AnonymizationError(
+                "--plot on veil materialize draws the --max-risk search's frontier",
+                hint="add --max-risk R, or draw a release's risk with veil risk --plot",
+            )
+        return None
+    if options["plot_path"] is not None:
+        require_matplotlib()
+    return Target(options["max_risk"], options["risk_measure"], options["sampling_fraction"])
+
+
+def _kanon_target(options: dict[str, Any]) -> Target | None:
+    """kanon's target: --k or --max-risk must be given; the search explores optimal recoding only."""
+    risk_target = _risk_target(options)
+    if risk_target is None and options["k"] is None:
+        raise AnonymizationError(
+            "give --k, or --max-risk R to search for it", hint="e.g. --k 5, or --max-risk 0.2"
+        )
+    if risk_target is not None and options["algorithm"] != "optimal":
+        raise AnonymizationError(
+            "--max-risk searches optimal global recoding only",
+            hint="drop --algorithm mondrian, or give Mondrian a --k",
+        )
+    return risk_target
 
 
 def _source_arguments(options: dict[str, Any]) -> tuple[Any, ...]:
@@ -391,7 +478,7 @@ def _privacy_model(options: dict[str, Any]) -> PrivacyModel:
         t=options["t_value"],
         distance=options["t_distance"] or "equal",
     )
-    return PrivacyModel(k=options["k"], diversity=diversity)
+    return PrivacyModel(k=options["k"] or 2, diversity=diversity)
 
 
 def _optimal(
@@ -401,11 +488,40 @@ def _optimal(
     model: PrivacyModel,
     target: OutputTarget,
     options: dict[str, Any],
+    risk_target: Target | None,
 ) -> dict[str, Any]:
     hierarchies = _hierarchies(source, qis, specs, engine_text=True)
-    update, close = _progress_callback("searching the generalization lattice")
+    frontier = None
+    if risk_target is None:
+        result = _recoding(source, qis, hierarchies, model, options)
+    else:
+        frontier, result = _searched_recoding(source, qis, hierarchies, model, risk_target, options)
+    write_recoded(source, result, [hierarchies[q] for q in qis], target, replace=options["replace"])
+    attack = class_attack(_released_sizes(result), result.suppressed_records, _released_sensitive(result))
+    report = _report(
+        "kanon", options, source, target, result.records, result.records - result.suppressed_records
+    )
+    report["transformation"] = result.to_report()
+    report["risk"] = {"simulated_attack": attack.to_dict(), "model": "global recoding: |C_i| = class size"}
+    report["utility"] = {"metrics": result.metrics}
+    if options["utility_target"]:
+        report["utility"]["ml"] = _global_utility(source, hierarchies, result, options)
+    if frontier is not None:
+        _add_search(report, frontier, options)
+    return report
+
+
+def _recoding(
+    source: TableSource,
+    qis: list[str],
+    hierarchies: dict[str, Hierarchy],
+    model: PrivacyModel,
+    options: dict[str, Any],
+) -> GlobalRecodingResult:
+    """The optimal node for the given k and suppression limit."""
+    update, close = _progress_callback("searching the generalization lattice", quiet=options["as_json"])
     try:
-        result = anonymize(
+        return anonymize(
             source,
             qis,
             [hierarchies[q] for q in qis],
@@ -417,17 +533,43 @@ def _optimal(
         )
     finally:
         close()
-    write_recoded(source, result, [hierarchies[q] for q in qis], target, replace=options["replace"])
-    attack = class_attack(_released_sizes(result), result.suppressed_records, _released_sensitive(result))
-    report = _report(
-        "kanon", options, source, target, result.records, result.records - result.suppressed_records
+
+
+def _searched_recoding(
+    source: TableSource,
+    qis: list[str],
+    hierarchies: dict[str, Hierarchy],
+    model: PrivacyModel,
+    risk_target: Target,
+    options: dict[str, Any],
+) -> tuple[Frontier, GlobalRecodingResult]:
+    """The --max-risk search: one frequency set from the engine, one lattice search per candidate on it."""
+    provider = frequency_set(source, qis, [hierarchies[q] for q in qis], sensitive=options["sensitive"])
+    update, close = _progress_callback(
+        "searching k and the suppression limit", quiet=options["as_json"], unit="candidates"
     )
-    report["transformation"] = result.to_report()
-    report["risk"] = {"simulated_attack": attack.to_dict(), "model": "global recoding: |C_i| = class size"}
-    report["utility"] = {"metrics": result.metrics}
-    if options["utility_target"]:
-        report["utility"]["ml"] = _global_utility(source, hierarchies, result, options)
-    return report
+    try:
+        frontier, result = kanon_frontier(
+            provider,
+            qis,
+            risk_target,
+            model=model,
+            suppression_limit=options["suppression_limit"],
+            metric=options["metric"],
+            progress=update,
+        )
+    finally:
+        close()
+    if result is None:
+        raise frontier.refusal("raise --max-risk or --suppression-limit, or use coarser hierarchies")
+    return frontier, result
+
+
+def _add_search(report: dict[str, Any], frontier: Frontier, options: dict[str, Any]) -> None:
+    """The frontier in the report, and its picture when asked for."""
+    report["search"] = frontier.to_dict()
+    if options["plot_path"] is not None:
+        plot_frontier(frontier, options["plot_path"])
 
 
 def _released_sizes(result: GlobalRecodingResult) -> np.ndarray:
@@ -528,10 +670,11 @@ def _report(
     rows_in: int,
     rows_out: int,
 ) -> dict[str, Any]:
+    unused = {"config_path", "as_json", "report_path", "replace"}
+    if options.get("max_risk") is None:
+        unused.add("risk_measure")  # a default that measured nothing
     parameters = {
-        key: value
-        for key, value in options.items()
-        if key not in {"config_path", "as_json", "report_path", "replace"} and value not in (None, (), False)
+        key: value for key, value in options.items() if key not in unused and value not in (None, (), False)
     }
     return {
         "command": f"veil materialize {command}",
@@ -656,6 +799,7 @@ hierarchy_option = click.option(
     help="Keep each row with this probability.",
 )
 @with_options(attack_options)
+@with_options(target_options)
 @with_options(output_options)
 @friendly_errors
 @engine_errors
@@ -668,18 +812,84 @@ def combine_command(**options: Any) -> None:
           --step age=laplace:epsilon=0.5,lower=17,upper=90 \\
           --step workclass=generalize:1 --hierarchy workclass=workclass.csv \\
           --step marital-status=randomize:epsilon=0.5 --sample 0.8 --out released.parquet
+
+    With --max-risk R, the noise steps' ε (scaled together, at most as given) and the sampling rate (at
+    most --sample) are searched for the least cell loss at risk ≤ R.
     """
     qis = split_columns(options["qi"], "--qi")
+    risk_target = _risk_target(options)
     with open_source(*_source_arguments(options)) as source:
         sensitive = options["sensitive"]
         source.require_columns([*qis, *([sensitive] if sensitive else [])])
         frame = source.dataframe(source.column_names())
         _require_values(frame, [*qis, *([sensitive] if sensitive else [])])
         target = OutputTarget.parse(options["out"])
+        ensure_writable(target, source, replace=options["replace"])
         pipeline = _pipeline(frame, qis, options)
-        released = combine(frame, pipeline, seed=options["seed"])
+        frontier = None
+        if risk_target is None:
+            released = combine(frame, pipeline, seed=options["seed"])
+        else:
+            frontier, released, pipeline = _searched_combine(frame, pipeline, qis, risk_target, options)
         write_frame(released.table, target, source=source, replace=options["replace"])
         report = _report("combine", options, source, target, len(frame), len(released.table))
+    _combine_report(report, frame, released, pipeline, qis, options)
+    if frontier is not None:
+        _add_search(report, frontier, options)
+    _finish(report, options)
+
+
+def _searched_combine(
+    frame: pd.DataFrame, pipeline: Pipeline, qis: list[str], risk_target: Target, options: dict[str, Any]
+) -> tuple[Frontier, Released, Pipeline]:
+    """The --max-risk grid: every candidate drawn and measured; the chosen draw is the one written."""
+
+    def evaluate(candidate: Pipeline) -> tuple[Released, float, float]:
+        released = combine(frame, candidate, seed=options["seed"])
+        loss = information_loss(frame, released.table, row_ids=released.row_ids, columns=qis).cell_loss
+        return released, _combine_risk(frame, released, candidate, qis, risk_target, options), loss
+
+    update, close = _progress_callback(
+        "searching ε and the sampling rate", quiet=options["as_json"], unit="candidates"
+    )
+    try:
+        frontier, released, chosen = combine_frontier(
+            combine_grid(pipeline), risk_target, evaluate, progress=update
+        )
+    finally:
+        close()
+    if released is None or chosen is None:
+        raise frontier.refusal("raise --max-risk, or generalize more (--step COLUMN=generalize:LEVEL)")
+    return frontier, released, chosen
+
+
+def _combine_risk(
+    frame: pd.DataFrame,
+    released: Released,
+    pipeline: Pipeline,
+    qis: list[str],
+    risk_target: Target,
+    options: dict[str, Any],
+) -> float:
+    """A candidate's risk by the target's measure; the journalist's population share is λ·α."""
+    if risk_target.measure == "simulated":
+        return _attack(frame, released.table, released.row_ids, pipeline, options, show_progress=False).risk
+    if not len(released.table):
+        return 0.0
+    rate = 1.0 if pipeline.sample is None else pipeline.sample.rate
+    fraction = None if risk_target.sampling_fraction is None else risk_target.sampling_fraction * rate
+    return classic_measure(risk_target, classic_risk(released.table, qis, sampling_fraction=fraction))
+
+
+def _combine_report(
+    report: dict[str, Any],
+    frame: pd.DataFrame,
+    released: Released,
+    pipeline: Pipeline,
+    qis: list[str],
+    options: dict[str, Any],
+) -> None:
+    """What was done, the risk and the utility of a combine release."""
     report["transformation"] = released.report.to_dict()
     attack = _attack(frame, released.table, released.row_ids, pipeline, options)
     report["risk"] = {
@@ -702,16 +912,15 @@ def combine_command(**options: Any) -> None:
             model=options["utility_model"],
         )
         report["utility"]["ml"] = utility.to_dict()
-    _finish(report, options["report_path"], options["as_json"])
 
 
 def _loss_metrics(
     original: pd.DataFrame, released: pd.DataFrame, row_ids: np.ndarray, qis: list[str]
 ) -> dict[str, float]:
-    """Per QI: the share of released cells that differ from the original, and the mean absolute error
-    where the values are numbers (what the noise costs)."""
+    """The cell loss (what --max-risk minimizes); per QI the share of released cells that differ from the
+    original, and the mean absolute error where the values are numbers (what the noise costs)."""
     loss = information_loss(original, released, row_ids=row_ids, columns=qis)
-    metrics = {"released_share": loss.released_share}
+    metrics = {"cell_loss": loss.cell_loss, "released_share": loss.released_share}
     for column in loss.columns:
         metrics[f"changed_share_{column.attribute}"] = column.changed_share
         if column.mean_absolute_error is not None:
@@ -742,17 +951,28 @@ def _attack(
     row_ids: np.ndarray,
     pipeline: Pipeline,
     options: dict[str, Any],
+    *,
+    show_progress: bool = True,
 ) -> AttackResult:
-    return simulate_attack(
-        original,
-        released.assign(**{ROW_ID: row_ids}),
-        pipeline,
-        row_id=ROW_ID,
-        sensitive=options["sensitive"],
-        threshold=options["threshold"],
-        low_threshold=options["low_threshold"],
-        outlier_k=options["outlier_k"],
+    """Algorithm 2 with the command's attack options; a bar of records scored unless a search's bar of
+    candidates is showing."""
+    update, close = _progress_callback(
+        "simulated attack", quiet=options["as_json"] or not show_progress, unit="records"
     )
+    try:
+        return simulate_attack(
+            original,
+            released.assign(**{ROW_ID: row_ids}),
+            pipeline,
+            row_id=ROW_ID,
+            sensitive=options["sensitive"],
+            threshold=options["threshold"],
+            low_threshold=options["low_threshold"],
+            outlier_k=options["outlier_k"],
+            progress=update,
+        )
+    finally:
+        close()
 
 
 # --- risk ---------------------------------------------------------------------------------------------------
@@ -786,6 +1006,13 @@ def _attack(
 @click.option(
     "--population", type=click.IntRange(min=1), help="N_0: the population size (for population uniques)."
 )
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Draw the distribution of the records' candidate counts |C_i| (their class sizes without "
+    "--released) to this PNG (needs [plot]).",
+)
 @json_option
 @friendly_errors
 @engine_errors
@@ -804,24 +1031,45 @@ def risk(**options: Any) -> None:
     qis = split_columns(options["qi"], "--qi")
     sensitive = options["sensitive"]
     columns = [*qis, *([sensitive] if sensitive else [])]
+    if options["plot_path"] is not None:
+        require_matplotlib()
     with open_source(*_source_arguments(options)) as source:
         source.require_columns([*columns, *([options["link"]] if options["link"] else [])])
         original = source.dataframe(source.column_names())
         released = _read_released(source, options) if options["released"] else original
     report: dict[str, Any] = {"records": len(original), "released": len(released)}
+    attack = None
     if options["released"]:
         row_ids = _link(original, released, options["link"])
         pipeline = _pipeline(original, qis, options)
-        report["simulated_attack"] = _attack(original, released, row_ids, pipeline, options).to_dict()
+        attack = _attack(original, released, row_ids, pipeline, options)
+        report["simulated_attack"] = attack.to_dict()
     report["classic"] = vars(classic_risk(released, qis, sampling_fraction=options["sampling_fraction"]))
     if sensitive:
         report["diversity"] = _achieved_diversity(released, qis, sensitive)
     if options["population"] and options["sampling_fraction"]:
         report["population_uniques"] = _uniques(released, qis, options)
+    if options["plot_path"] is not None:
+        _plot_risk(attack, released, qis, options["plot_path"])
     if options["as_json"]:
         echo_json(report)
         return
     print_table(_flatten(report), ["measure", "value"])
+    if options["plot_path"] is not None:
+        click.echo(f"plot: {options['plot_path']}")
+
+
+def _plot_risk(attack: AttackResult | None, released: pd.DataFrame, qis: list[str], path: Path) -> None:
+    """The simulated attack's |C_i| per record; without a release, each record's class size (what a
+    prosecutor's 1/|class| is computed from)."""
+    if attack is not None:
+        plot_candidate_counts(
+            attack.sizes, path, title="simulated attack", what="candidates |C_i| of a record"
+        )
+        return
+    sizes = class_sizes(released, qis).to_numpy(dtype=np.float64)
+    plot_candidate_counts(np.repeat(sizes, sizes.astype(np.int64)), path, title="classes of the table",
+                          what="size of the record's class")  # fmt: skip
 
 
 def _read_released(source: TableSource, options: dict[str, Any]) -> pd.DataFrame:

@@ -3,7 +3,10 @@ CSV and Parquet: what is written meets the model, the report says what was done 
 
 from __future__ import annotations
 
+import io
+import itertools
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +17,9 @@ import pytest
 import tomli_w
 from click.testing import CliRunner
 
+from anonymizers.release_search import Target, k_grid, suppression_grid
 from proxy.cli.main import main as veil_main
+from proxy.cli.materialize import _progress_callback
 
 QIS = ["age", "sex", "zip"]
 ROWS = 800
@@ -285,6 +290,10 @@ def test_utility_of_a_release_is_reported(data: dict[str, Path]) -> None:
         (["--qi", "age", "--k", "2", "--hierarchy", "zip=x.csv"], "not a quasi-identifier"),
         (["--qi", "age,age", "--k", "2"], "names 'age' twice"),
         (["--qi", "age", "--k", "100000"], "no generalization meets the privacy model"),
+        (["--qi", "age"], "give --k, or --max-risk R"),
+        (["--qi", "age", "--k", "2", "--plot", "x.png"], "--plot on veil materialize draws the --max-risk"),
+        (["--qi", "age", "--max-risk", "0.2", "--algorithm", "mondrian"], "optimal global recoding only"),
+        (["--qi", "age", "--max-risk", "0.2", "--risk-measure", "journalist"], "needs --sampling-fraction"),
     ],
 )
 def test_bad_requests_fail_with_one_clear_line(
@@ -350,3 +359,179 @@ def test_nulls_in_the_columns_read_are_refused_by_every_algorithm(tmp_path: Path
     result = veil("materialize", command[0], "--input", source, "--qi", "a", "--sensitive", "s", *command[1:],
                   "--out", tmp_path / "out.csv", expect=1)  # fmt: skip
     assert "s has NULL values" in result.output and "Traceback" not in result.output
+
+
+# --- --max-risk: risk-targeted release ----------------------------------------------------------------------
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def kanon_arguments(data: dict[str, Path]) -> list[object]:
+    return ["materialize", "kanon", "--input", data["csv"], "--qi", ",".join(QIS),
+            "--hierarchy", f"zip={data['zip']}", "--hierarchy", "age=interval:5,10,20,40"]  # fmt: skip
+
+
+def prosecutor_risk(path: Path) -> float:
+    return 1.0 / class_sizes(pd.read_csv(path)).min()
+
+
+def test_max_risk_search_picks_the_least_loss_grid_point_under_r_like_brute_force(
+    data: dict[str, Path],
+) -> None:
+    """Every grid point released by the plain command and scored from the written file; the search must
+    land on the least loss among those at risk ≤ R."""
+    target = Target(0.1, "prosecutor")
+    best: tuple[float, float] | None = None
+    for limit, k in itertools.product(suppression_grid(0.02), k_grid(2, ROWS, target)):
+        out, report = data["dir"] / f"g{k}_{limit}.csv", data["dir"] / f"g{k}_{limit}.json"
+        result = CliRunner().invoke(veil_main, [str(a) for a in [*kanon_arguments(data), "--k", k,
+                                    "--suppression-limit", limit, "--out", out, "--report", report]])  # fmt: skip
+        if result.exit_code != 0:
+            assert "no generalization meets" in result.output
+            continue
+        loss, risk = report_of(report)["utility"]["metrics"]["loss"], prosecutor_risk(out)
+        if risk <= 0.1 and (best is None or (loss, risk) < best):
+            best = (loss, risk)
+    out, report = data["dir"] / "searched.csv", data["dir"] / "searched.json"
+    veil(*kanon_arguments(data), "--max-risk", 0.1, "--risk-measure", "prosecutor", "--suppression-limit", 0.02,
+         "--out", out, "--report", report)  # fmt: skip
+    written = report_of(report)
+    chosen = next(c for c in written["search"]["candidates"] if c["chosen"])
+    assert best is not None and (chosen["loss"], chosen["risk"]) == pytest.approx(best)
+    assert written["utility"]["metrics"]["loss"] == pytest.approx(best[0])
+    assert prosecutor_risk(out) == pytest.approx(chosen["risk"]) and chosen["risk"] <= 0.1
+
+
+def test_max_risk_refuses_and_writes_nothing_when_r_is_unreachable(data: dict[str, Path]) -> None:
+    out, report, plot = data["dir"] / "kept.csv", data["dir"] / "r.json", data["dir"] / "r.png"
+    out.write_text("precious\n")
+    result = veil(*kanon_arguments(data), "--max-risk", 0.0001, "--out", out, "--replace",
+                  "--report", report, "--plot", plot, expect=1)  # fmt: skip
+    first = result.output.splitlines()[0]
+    assert first.startswith(
+        "Error: no release meets --max-risk 0.0001: the lowest simulated risk reached is 0.00125"
+    )
+    assert "(k=500, suppression_limit=0)" in first and "nothing was written" in first
+    assert out.read_text() == "precious\n" and not report.exists() and not plot.exists()
+
+
+def test_max_risk_report_holds_the_frontier_and_plot_draws_it_on_a_duckdb_dataset(
+    data: dict[str, Path],
+) -> None:
+    report, plot = data["dir"] / "f.json", data["dir"] / "frontier.png"
+    result = veil("materialize", "kanon", "--config", data["config"], "--dataset", "d", "--table", "people",
+                  "--qi", ",".join(QIS), "--hierarchy", f"zip={data['zip']}", "--max-risk", 0.05,
+                  "--risk-measure", "marketer", "--suppression-limit", 0.05, "--out", "db:searched",
+                  "--report", report, "--plot", plot)  # fmt: skip
+    search = report_of(report)["search"]
+    assert (search["max_risk"], search["risk_measure"], search["utility"]) == (0.05, "marketer", "loss")
+    candidates = search["candidates"]
+    assert {c["parameters"]["suppression_limit"] for c in candidates} == {0.0, 0.01, 0.02, 0.05}
+    assert all({"parameters", "risk", "loss", "meets_target", "chosen"} <= set(c) for c in candidates)
+    chosen = [c for c in candidates if c["chosen"]]
+    assert len(chosen) == 1 and chosen[0]["parameters"] == search["chosen"] and chosen[0]["meets_target"]
+    assert min(c["loss"] for c in candidates if c["meets_target"]) == chosen[0]["loss"]
+    with duckdb.connect(str(data["database"]), read_only=True) as connection:
+        released = connection.execute("SELECT * FROM searched").df()
+    sizes = class_sizes(released)
+    assert len(sizes) / len(released) == pytest.approx(chosen[0]["risk"])
+    assert chosen[0]["risk"] <= 0.05
+    assert plot.read_bytes().startswith(PNG) and plot.stat().st_size > 0
+    assert f"plot: {plot}" in result.output and "candidates explored" in result.output
+
+
+def test_combine_max_risk_writes_the_draw_it_measured_from_parquet(data: dict[str, Path]) -> None:
+    parquet, out, report = data["dir"] / "people.parquet", data["dir"] / "c.csv", data["dir"] / "c.json"
+    duckdb.sql(f"COPY (SELECT * FROM read_csv_auto('{data['csv']}')) TO '{parquet}' (FORMAT parquet)")
+    steps = ["--step", "age=laplace:epsilon=1,lower=18,upper=79", "--step", "zip=generalize:1",
+             "--hierarchy", f"zip={data['zip']}"]  # fmt: skip
+    veil("materialize", "combine", "--input", parquet, "--qi", ",".join(QIS), *steps, "--max-risk", 0.05,
+         "--seed", 3, "--out", out, "--report", report)  # fmt: skip
+    written = report_of(report)
+    search, attack = written["search"], written["risk"]["simulated_attack"]
+    assert len(search["candidates"]) == 16 and search["utility"] == "cell_loss"
+    chosen = next(c for c in search["candidates"] if c["chosen"])
+    assert chosen["risk"] == attack["risk"] <= 0.05
+    assert chosen["loss"] == written["utility"]["metrics"]["cell_loss"]
+    assert min(c["loss"] for c in search["candidates"] if c["meets_target"]) == chosen["loss"]
+    rate = chosen["parameters"]["sample_rate"]
+    described = ["--step", f"age=laplace:epsilon={chosen['parameters']['epsilon']['age']},lower=18,upper=79",
+                 *steps[2:], *([] if rate == 1 else ["--sample", rate])]  # fmt: skip
+    scored = json.loads(veil("risk", "--input", parquet, "--released", out, "--link", "id", "--qi", ",".join(QIS),
+                             *described, "--json").stdout)  # fmt: skip
+    assert scored["simulated_attack"]["risk"] == chosen["risk"]  # the file written is the draw measured
+
+
+def test_combine_max_risk_refuses_when_no_draw_meets_r(data: dict[str, Path]) -> None:
+    out = data["dir"] / "none.csv"
+    result = veil("materialize", "combine", "--input", data["csv"], "--qi", "age,sex",
+                  "--step", "age=laplace:epsilon=1,lower=18,upper=79", "--max-risk", 0.0001,
+                  "--risk-measure", "prosecutor", "--out", out, expect=1)  # fmt: skip
+    assert "no release meets --max-risk 0.0001: the lowest prosecutor risk reached is" in result.output
+    assert "sample_rate=" in result.output and not out.exists()
+
+
+def test_journalist_target_scales_the_class_size_by_the_sampling_fraction(data: dict[str, Path]) -> None:
+    """Risk λ/|class| ≤ 0.1 with λ = 0.5: classes of at least 5."""
+    out, report = data["dir"] / "j.csv", data["dir"] / "j.json"
+    veil(*kanon_arguments(data), "--max-risk", 0.1, "--risk-measure", "journalist", "--sampling-fraction", 0.5,
+         "--out", out, "--report", report)  # fmt: skip
+    chosen = next(c for c in report_of(report)["search"]["candidates"] if c["chosen"])
+    assert class_sizes(pd.read_csv(out)).min() >= 5
+    assert chosen["risk"] == pytest.approx(0.5 / class_sizes(pd.read_csv(out)).min())
+
+
+def test_missing_matplotlib_is_refused_before_any_work(
+    data: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    out = data["dir"] / "p.csv"
+    result = veil(*kanon_arguments(data), "--max-risk", 0.2, "--out", out, "--plot", data["dir"] / "p.png",
+                  expect=1)  # fmt: skip
+    assert (
+        result.output
+        == "Error: --plot needs matplotlib, which is not installed: pip install 'veil-sql[plot]'\n"
+    )
+    assert not out.exists()
+    scored = veil("risk", "--input", data["csv"], "--qi", "age", "--plot", data["dir"] / "r.png", expect=1)
+    assert "pip install 'veil-sql[plot]'" in scored.output
+
+
+def test_risk_plot_draws_the_candidate_counts(data: dict[str, Path]) -> None:
+    out, plot = data["dir"] / "k4.csv", data["dir"] / "risk.png"
+    veil(*kanon_arguments(data), "--k", 4, "--out", out)
+    result = veil("risk", "--input", data["csv"], "--released", out, "--link", "id", "--qi", ",".join(QIS),
+                  "--hierarchy", f"zip={data['zip']}", "--hierarchy", "age=interval:5,10,20,40", "--plot", plot)  # fmt: skip
+    assert plot.read_bytes().startswith(PNG) and 0 < plot.stat().st_size < 100_000
+    assert result.output.rstrip().endswith(f"plot: {plot}")
+    classes_only = data["dir"] / "classes.png"
+    veil("risk", "--input", data["csv"], "--qi", "sex,zip", "--plot", classes_only, "--json")
+    assert classes_only.read_bytes().startswith(PNG)
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_shows_a_rate_on_a_terminal_and_stays_quiet_under_json(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    quiet, close = _progress_callback("searching", quiet=True, unit="candidates")
+    quiet(1, 4)
+    close()
+    assert terminal.getvalue() == ""
+    update, close = _progress_callback("searching", quiet=False, unit="candidates")
+    for done in range(5):
+        update(done, 4)
+    close()
+    assert "searching" in terminal.getvalue() and "4/4" in terminal.getvalue()
+    assert "candidates/s" in terminal.getvalue()
+    monkeypatch.setattr(terminal, "isatty", lambda: False)
+    before = terminal.getvalue()
+    update, close = _progress_callback("searching", quiet=False, unit="candidates")
+    update(1, 4)
+    close()
+    assert terminal.getvalue() == before  # not a terminal: nothing

@@ -102,3 +102,25 @@ def test_mondrian_and_combine_read_postgres_and_write_files(dataset: dict[str, A
          "--seed", 5, "--out", combined)  # fmt: skip
     released = pd.read_csv(combined)
     assert len(released) == ROWS and released["age"].between(18, 79).all()
+
+
+def test_max_risk_search_writes_into_the_schema_or_nothing(dataset: dict[str, Any]) -> None:
+    source = ["--config", dataset["config"], "--dataset", "d", "--table", "people"]
+    search = ["materialize", "kanon", *source, "--qi", ",".join(QIS), "--hierarchy", "age=interval:5,10,20,40",
+              "--suppression-limit", 0.02, "--json"]  # fmt: skip
+    report = json.loads(veil(*search, "--max-risk", 0.1, "--out", "db:searched"))
+    chosen = next(c for c in report["search"]["candidates"] if c["chosen"])
+    query = sql.SQL("SELECT * FROM {}").format(sql.Identifier(dataset["schema"], "searched"))
+    cursor = dataset["connection"].execute(query)
+    released = pd.DataFrame(cursor.fetchall(), columns=[c.name for c in cursor.description])
+    assert 1 / released.groupby(QIS).size().min() == chosen["risk"] <= 0.1
+    assert len(released) == report["rows_out"] >= ROWS * 0.98
+    refused = CliRunner().invoke(
+        veil_main, [str(a) for a in [*search, "--max-risk", 0.0001, "--out", "db:nothing"]]
+    )
+    assert refused.exit_code == 1 and "no release meets --max-risk 0.0001" in refused.output
+    exists = dataset["connection"].execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_schema = %s AND table_name LIKE 'nothing%%'",
+        (dataset["schema"],),
+    )
+    assert exists.fetchone() == (0,)
