@@ -84,9 +84,6 @@ def plot_frontier(frontier: Frontier, path: Path) -> None:
         if group:
             axes.scatter([c.risk for c in group], [c.loss for c in group], s=28, edgecolors="#4477aa",
                          zorder=3, label="risk ≤ R" if meets else "risk > R", **style)  # fmt: skip
-    for candidate in measured:
-        axes.annotate(_label(candidate.parameters), (candidate.risk, candidate.loss), fontsize=6,
-                      xytext=(3, 3), textcoords="offset points", color="#555555")  # fmt: skip
     front = _pareto(measured)
     axes.step([c.risk for c in front], [c.loss for c in front], where="post", color="#999999", linewidth=0.8,
               zorder=2, label="frontier")  # fmt: skip
@@ -96,7 +93,19 @@ def plot_frontier(frontier: Frontier, path: Path) -> None:
     axes.axvline(
         target.max_risk, color="#cc3311", linestyle="--", linewidth=1, label=f"R = {target.max_risk:g}"
     )
-    axes.margins(x=0.12, y=0.08)
+    for values, scale in (
+        ([c.risk for c in measured], axes.set_xscale),
+        ([c.loss for c in measured], axes.set_yscale),
+    ):
+        if _spread(values):
+            scale("log")
+    axes.margins(x=0.16, y=0.08)
+    starred = None if frontier.chosen is None else frontier.candidates[frontier.chosen]
+    labels = [
+        (risk, loss, _labels(alike), 9.0 if starred in alike else 3.0)
+        for (risk, loss), alike in _coincident(measured).items()
+    ]
+    _place_labels(axes, labels)
     axes.set_xlabel(f"{target.measure} risk")
     axes.set_ylabel(f"information loss ({frontier.utility})")
     axes.set_title(f"risk–utility frontier: {len(frontier.candidates)} candidates explored", fontsize=10)
@@ -113,13 +122,55 @@ def _pareto(candidates: list[Candidate]) -> list[Candidate]:
     return front
 
 
-def _label(parameters: dict[str, Any]) -> str:
-    """Short point labels: ``k=5 s=0.02``, ``ε×0.5 α=0.7``."""
-    if "k" in parameters:
-        return f"k={parameters['k']} s={parameters['suppression_limit']:g}"
-    epsilons = parameters.get("epsilon", {})
+def _place_labels(axes: Any, points: list[tuple[float, float, str, float]]) -> None:
+    """Each label ``dx`` points right of its point (clear of the star), moved down a line while it would
+    overprint a label already placed or another point's marker (6-pt text ≈ 3.3 pt per character and
+    7 pt high; a marker ≈ 8 pt square)."""
+    axes.autoscale_view()
+    scale = 72 / axes.figure.dpi
+    anchors = [axes.transData.transform((x, y)) * scale for x, y, _, _ in points]
+    markers = [(mx - 4, my - 4, 8.0, 8.0) for mx, my in anchors]
+    placed: list[tuple[float, float, float, float]] = []
+    for index in sorted(range(len(points)), key=lambda i: (-points[i][1], points[i][0])):
+        x, y, text, dx = points[index]
+        left, bottom, width = anchors[index][0] + dx, anchors[index][1] + 3.0, 3.3 * len(text)
+        obstacles = placed + markers[:index] + markers[index + 1 :]
+        while any(_overlap((left, bottom, width, 7.0), box) for box in obstacles):
+            bottom -= 7
+        placed.append((left, bottom, width, 7.0))
+        axes.annotate(text, (x, y), xytext=(dx, bottom - anchors[index][1]), textcoords="offset points",
+                      fontsize=6, color="#555555")  # fmt: skip
+
+
+def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
+    """Whether two (left, bottom, width, height) boxes overlap."""
+    return a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3]
+
+
+def _spread(values: list[Any]) -> bool:
+    """Whether positive values span more than a factor 20: then a log axis keeps the small ones apart."""
+    return bool(values) and min(values) > 0 and max(values) / min(values) > 20
+
+
+def _coincident(candidates: list[Candidate]) -> dict[tuple[float, float], list[Candidate]]:
+    """Candidates by point: different parameters can make the same release (one label per point)."""
+    points: dict[tuple[float, float], list[Candidate]] = {}
+    for candidate in candidates:
+        points.setdefault((candidate.risk, candidate.loss), []).append(candidate)  # type: ignore[arg-type]
+    return points
+
+
+def _labels(alike: list[Candidate]) -> str:
+    """Short point labels: ``k=5 s=0.02``, or ``k=5 s=0.02,0.05`` for one release reached twice;
+    ``ε=0.5/1 α=0.7`` (each noised column's ε)."""
+    first = alike[0].parameters
+    if "k" in first:
+        limits = ",".join(f"{c.parameters['suppression_limit']:g}" for c in alike)
+        same_k = all(c.parameters["k"] == first["k"] for c in alike)
+        return f"k={first['k']} s={limits}" if same_k else " | ".join(_labels([c]) for c in alike)
+    epsilons = first.get("epsilon", {})
     spent = "ε=" + "/".join(f"{e:g}" for e in epsilons.values()) + " " if epsilons else ""
-    return f"{spent}α={parameters['sample_rate']:g}"
+    return " | ".join([f"{spent}α={first['sample_rate']:g}", *(_labels([c]) for c in alike[1:])])
 
 
 def _reciprocal(values: Any) -> Any:

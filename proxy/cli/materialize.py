@@ -395,7 +395,6 @@ def with_options(options: Sequence[Callable[..., Any]]) -> Callable[..., Any]:
     "--recoding", type=click.Choice(RECODINGS), default="mean", show_default=True, help="Mondrian numbers."
 )
 @click.option("--relaxed", is_flag=True, help="Mondrian: split ties (relaxed Mondrian).")
-@with_options(target_options)
 @click.option(
     "--categorical",
     type=click.Choice(CATEGORICAL_LABELS),
@@ -403,6 +402,7 @@ def with_options(options: Sequence[Callable[..., Any]]) -> Callable[..., Any]:
     show_default=True,
     help="Mondrian: publish a class's categories as their common ancestor, or as the set of its values.",
 )
+@with_options(target_options)
 @with_options(output_options)
 @friendly_errors
 @engine_errors
