@@ -39,7 +39,7 @@ Ties in loss go to the lower risk, then to the candidate explored first (less su
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -98,6 +98,7 @@ class Candidate:
     note: str | None = None
 
     def meets(self, max_risk: float) -> bool:
+        """Risk ≤ R, with room for rounding (1/k computed for R = 1/k must meet it)."""
         return self.risk is not None and self.risk <= max_risk + 1e-12
 
     def describe(self) -> str:
@@ -204,7 +205,8 @@ def kanon_frontier(
     if progress is not None:
         progress(0, len(ks) * len(limits))  # an upper bound: each walk stops at the first k meeting R
     for limit in limits:
-        for k, result in _walk(provider, qi, model, ks, limit, metric, target):
+        for k in ks:
+            result = _optimum(provider, qi, replace(model, k=k), limit, metric)
             candidate = _kanon_candidate({"k": k, "suppression_limit": limit}, result, metric, target)
             candidates.append(candidate)
             if result is not None and _displaces(
@@ -213,29 +215,20 @@ def kanon_frontier(
                 best = (candidate, result)
             if progress is not None:
                 progress(len(candidates), len(ks) * len(limits))
+            if result is None or candidate.meets(target.max_risk):
+                break  # a larger k cannot lose less, or cannot be met at all
     design = "monotone search: k walked up per suppression limit until the risk meets the target"
     return Frontier(target, metric, design, tuple(candidates)), None if best is None else best[1]
 
 
-def _walk(
-    provider: FrequencyProvider,
-    qi: Sequence[str],
-    model: PrivacyModel,
-    ks: Sequence[int],
-    limit: float,
-    metric: str,
-    target: Target,
-) -> Iterator[tuple[int, GlobalRecodingResult | None]]:
-    """k up the grid at one suppression limit, until a release meets R or none exists."""
-    for k in ks:
-        try:
-            result = search(provider, qi, replace(model, k=k), suppression_limit=limit, metric=metric)
-        except InfeasibleError:
-            yield k, None
-            return
-        yield k, result
-        if kanon_risk(target, result) <= target.max_risk + 1e-12:
-            return
+def _optimum(
+    provider: FrequencyProvider, qi: Sequence[str], model: PrivacyModel, limit: float, metric: str
+) -> GlobalRecodingResult | None:
+    """The optimal node for one (k, suppression limit), None when no node meets k within the limit."""
+    try:
+        return search(provider, qi, model, suppression_limit=limit, metric=metric)
+    except InfeasibleError:
+        return None
 
 
 def kanon_risk(target: Target, result: GlobalRecodingResult) -> float:
