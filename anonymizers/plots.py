@@ -8,6 +8,7 @@ Figures are drawn on matplotlib's Agg canvas (no display, no pyplot global state
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,37 @@ def plot_frontier(frontier: Frontier, path: Path) -> None:
     axes.set_xlabel(f"{target.measure} risk")
     axes.set_ylabel(f"information loss ({frontier.utility})")
     axes.set_title(f"risk–utility frontier: {len(frontier.candidates)} candidates explored", fontsize=10)
+    axes.legend(loc="best", fontsize=7)
+    figure.savefig(path)
+
+
+def plot_curves(
+    curves: dict[str, list[tuple[float, float, str]]],
+    path: Path,
+    *,
+    title: str,
+    x: str,
+    y: str,
+    unjoined: Collection[str] = (),
+) -> None:
+    """One line of labelled (x, y) points per curve (points only for the ``unjoined`` ones, whose points
+    are not a sweep), x on a log axis when it spans more than 20× — for sweeps such as
+    ``examples/adult_ch4.py``'s risk (n_q) against utility (Uti) per dataset and ε."""
+    figure, axes = _figure()
+    labels = []
+    for name, points in curves.items():
+        ordered = sorted(points)
+        style = "none" if name in unjoined else "-"
+        axes.plot([p[0] for p in ordered], [p[1] for p in ordered], marker="o", markersize=4, linestyle=style,
+                  label=name)  # fmt: skip
+        labels += [(px, py, text, 3.0) for px, py, text in ordered]
+    if _spread([p[0] for points in curves.values() for p in points]):
+        axes.set_xscale("log")
+    axes.margins(x=0.1, y=0.1)
+    _place_labels(axes, labels)
+    axes.set_xlabel(x)
+    axes.set_ylabel(y)
+    axes.set_title(title, fontsize=10)
     axes.legend(loc="best", fontsize=7)
     figure.savefig(path)
 

@@ -16,6 +16,10 @@ release of :func:`anonymizers.combine.combine`, averaged over repetitions; utili
 F-measure ratio of :mod:`anonymizers.utility` with a held-out 10 % of the original rows.
 
     .venv/bin/python examples/adult_ch4.py [--reps 10] [--model svm|logistic] [--seed S] [--data PATH]
+        [--plot sweep.png]
+
+``--plot`` draws the utility lines (Table 4.7 and the sweep) as n_q against Uti per dataset, next to the
+paper's points (needs the ``[plot]`` extra).
 
 The seed is an experiment's seed, printed with the results so that they regenerate; a production release
 never takes one (see anonymizers/combine.py). Results and discussion: docs/reproductions.md.
@@ -35,7 +39,9 @@ import numpy as np
 import pandas as pd
 
 from anonymizers.combine import Released, combine, recode
+from anonymizers.errors import AnonymizationError
 from anonymizers.hierarchy import ROOT, Hierarchy
+from anonymizers.plots import plot_curves, require_matplotlib
 from anonymizers.risk.attack import AttackResult, simulate_attack
 from anonymizers.risk.pipeline import (
     AttributePipeline,
@@ -390,6 +396,24 @@ def format_utility(results: Sequence[tuple[Table47Row, float, float]], model: st
     return "\n".join(lines)
 
 
+PAPER_POINTS, GENERALIZATION = "paper (Table 4.7)", "generalization (datasets 1, 4, 5)"
+UNJOINED = (PAPER_POINTS, GENERALIZATION)  # points of different datasets: no line between them
+
+
+def utility_curves(
+    results: Sequence[tuple[Table47Row, float, float]],
+) -> dict[str, list[tuple[float, float, str]]]:
+    """(n_q, Uti, label) per dataset — generalization alone (1, 4, 5) is one curve — and the paper's."""
+    curves: dict[str, list[tuple[float, float, str]]] = {}
+    for row, risk, uti in results:
+        dataset, _, parameters = row.label.partition(" ")
+        name = f"dataset {dataset}" if dataset in ("2", "3") else GENERALIZATION
+        curves.setdefault(name, []).append((risk, uti, parameters.strip("()") or dataset))
+        if row.paper_nq is not None and row.paper_uti is not None:
+            curves.setdefault(PAPER_POINTS, []).append((row.paper_nq, row.paper_uti, row.label))
+    return curves
+
+
 def verify_hierarchies(frame: pd.DataFrame, hierarchies: dict[str, Hierarchy]) -> str:
     """The checks of spec §7: 120 classes with minimum 4; age at level 2 → 22; dataset 5 → 14."""
     level_1 = dict.fromkeys(QUASI_IDENTIFIERS, 1)
@@ -423,7 +447,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--epsilons", default=",".join(map(str, EPSILONS)), help="ε grid of Tables 4.5/4.6")
     parser.add_argument("--alphas", default=",".join(map(str, ALPHAS)), help="α grid of Tables 4.5/4.6")
+    parser.add_argument("--plot", type=Path, help="draw the utility lines (4.7, sweep) to this PNG")
     args = parser.parse_args(argv)
+    if args.plot is not None:
+        try:
+            require_matplotlib()
+        except AnonymizationError as error:
+            sys.exit(error.message)
     frame = load_adult(args.data)
     hierarchies = table_4_4()
     sensitivity = 1.0 if args.em == "printed" else None
@@ -446,13 +476,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"\n{format_grid(title + ' — median |C_i| (ours)', grid.median, epsilons)}")
             print(f"({time.perf_counter() - start:.0f} s)")
     utilities = (("4.7", table_4_7_rows), ("sweep", sweep_rows))
+    measured: list[tuple[Table47Row, float, float]] = []
     for name, build_rows in utilities:
         if name in tables:
             start = time.perf_counter()
             rows = build_rows(hierarchies, args.law, sensitivity)
             results = utility_table(frame, rows, reps=args.reps, seed=args.seed, model=args.model)
+            measured += results
             print(f"\n{format_utility(results, args.model)}")
             print(f"({time.perf_counter() - start:.0f} s)")
+    if args.plot is not None and measured:
+        title = f"Adult, ch. 4: risk against utility ({args.model}, {args.reps} reps, seed {args.seed})"
+        curves = utility_curves(measured)
+        plot_curves(curves, args.plot, title=title, x="n_q (risk 1/n_q)", y="Uti", unjoined=UNJOINED)
+        print(f"plot: {args.plot}")
     return 0
 
 

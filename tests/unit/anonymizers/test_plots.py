@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -9,8 +10,9 @@ import numpy as np
 import pytest
 
 from anonymizers.errors import AnonymizationError
-from anonymizers.plots import plot_candidate_counts, plot_frontier, require_matplotlib
+from anonymizers.plots import plot_candidate_counts, plot_curves, plot_frontier, require_matplotlib
 from anonymizers.release_search import Candidate, Frontier, Target
+from tests.unit.test_example_adult_ch4 import SCRIPT, synthetic_adult
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -68,3 +70,35 @@ def test_missing_matplotlib_fails_in_one_line_naming_the_extra(
     with pytest.raises(AnonymizationError, match="veil-sql"):
         plot_frontier(frontier(), tmp_path / "none.png")
     assert not (tmp_path / "none.png").exists()
+
+
+def test_curves_plot_writes_a_png(tmp_path: Path, matplotlib: None) -> None:
+    path = tmp_path / "curves.png"
+    curves = {"dataset 2": [(4.0, 0.86, "ε=0.5"), (12.0, 0.61, "ε=0.2")], "paper": [(4.0, 0.63, "2")]}
+    plot_curves(curves, path, title="sweep", x="n_q", y="Uti", unjoined=("paper",))
+    assert path.read_bytes().startswith(PNG) and path.stat().st_size < 100_000
+
+
+def test_adult_example_draws_its_utility_lines(tmp_path: Path, matplotlib: None) -> None:
+    """examples/adult_ch4.py --plot on the synthetic adult.data of its smoke test."""
+    data, plot = tmp_path / "adult.data", tmp_path / "sweep.png"
+    synthetic_adult(data)
+    arguments = [
+        "--data",
+        data,
+        "--reps",
+        1,
+        "--model",
+        "logistic",
+        "--tables",
+        "4.7",
+        "--seed",
+        1,
+        "--plot",
+        plot,
+    ]
+    result = subprocess.run(
+        [sys.executable, SCRIPT, *map(str, arguments)], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"plot: {plot}" in result.stdout and plot.read_bytes().startswith(PNG)
