@@ -734,7 +734,7 @@ def test_audit_exports_csv_and_a_table(audited: Admin) -> None:
     assert rows[0]["at"] == AUDIT_TIMES[0].isoformat()
     assert (rows[2]["analyst"], rows[2]["decision"], float(rows[2]["epsilon"])) == ("bob", "answered", 0.2)
     assert list(rows[0]) == [
-        "id", "at", "analyst", "client", "dataset", "decision", "epsilon", "delta", "accountant", "mechanisms",
+        "id", "at", "analyst", "client", "dataset", "decision", "outcome", "epsilon", "delta", "accountant", "mechanisms",
         "sqlstate", "statement", "error",
     ]  # fmt: skip
 
