@@ -11,7 +11,7 @@ import pytest
 
 from budget.errors import BudgetExhaustedError
 from budget.loss import PrivacyLoss
-from tests.adversarial.probe_dataset import Probe, probe_service
+from tests.adversarial.probe_dataset import BACKENDS, Probe, probe_service
 
 CAP = 2.0
 
@@ -30,17 +30,18 @@ def spend(probe: Probe, analyst: str, epsilon: float) -> None:
     probe.ledger.commit(reservation)
 
 
-@pytest.fixture
+@pytest.fixture(params=BACKENDS)
 def probe(tmp_path: Path, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
-    with probe_service("duckdb", tmp_path, request) as probe:
+    with probe_service(request.param, tmp_path, request) as probe:
         probe.ledger.set_cap("probe", PrivacyLoss(CAP, 1e-4))
         yield probe
 
 
 def test_another_analysts_single_spend_does_not_move_the_cap_view(probe: Probe) -> None:
-    spend(probe, "bob", 0.01)
+    probe.run("SELECT COUNT(*) FROM people", analyst="bob", veil_epsilon="0.01")  # an answer from the engine
     before = cap_columns(probe)
-    spend(probe, "bob", 0.02)
+    probe.run("SELECT COUNT(*) FROM people WHERE age > 30", analyst="bob", veil_epsilon="0.01")
+    assert probe.ledger.cap("probe").spent_epsilon == pytest.approx(0.02)
     assert cap_columns(probe) == before == (CAP, pytest.approx(1.9), True)
 
 
