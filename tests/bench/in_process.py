@@ -1,5 +1,9 @@
 """Veil's query pipeline in process, for benchmarks: a policy, a ledger with one generous analyst, and
-a query service with seeded noise (benchmarks compare runs; production noise is the OS CSPRNG)."""
+a query service with seeded noise (benchmarks compare runs; production noise is the OS CSPRNG).
+
+Accuracy benchmarks need a fresh noisy draw per run: their policies set ``answer_cache = false``
+(a repeated query would otherwise get its stored answer, free), and :func:`spent` reads what the
+ledger actually charged so that a bench can report it."""
 
 from __future__ import annotations
 
@@ -35,6 +39,12 @@ def seeded_service(policy: str, directory: Path, dataset: str, *, seed: int) -> 
         ledger=Ledger.open(directory / "ledger.sqlite"),
         rng=random.Random(seed),
     )
+
+
+def spent(service: QueryService) -> tuple[float, float]:
+    """(ε, δ) the ledger has charged the bench analyst on the service's dataset so far."""
+    balance = service.ledger.balance(ANALYST, service.dataset.name)
+    return balance.spent_epsilon, balance.spent_delta
 
 
 def answer(service: QueryService, sql: str) -> ReleasedTable:
