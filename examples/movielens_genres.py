@@ -13,7 +13,10 @@ is a rating >= 4 and a category is a *combination* of genres ("Action|Adventure|
 
 Accuracy is P@m against the non-private top-m. Every noisy table here is a SQL query answered by Veil's
 QueryService in process (policy, ledger, contribution bounding, noise), so the privacy accounting is
-Veil's own; only the estimation step of (c) is post-processing in Python. See docs/examples.md.
+Veil's own; only the estimation step of (c) is post-processing in Python. The policy turns Veil's answer
+cache off, so every run is a fresh noisy draw that the ledger charges (with the cache on, runs 2… would
+get run 1's stored answers for free); the script reports what the ledger charged in each run. See
+docs/examples.md.
 
     .venv/bin/python examples/movielens_genres.py [--runs N] [--seed S] [--json] [--data PATH]
 
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import os
 import random
 import statistics
@@ -203,6 +207,7 @@ def policy_toml(catalog: Sequence[str], *, max_epsilon: float) -> str:
 path = "movielens.duckdb"
 default_epsilon = 1.0
 max_epsilon = {max_epsilon!r}
+answer_cache = false  # every run is a fresh noisy draw, charged (a cached answer would be free)
 """
     for table, (key, type_, domain) in tables.items():
         domain = list(domain)
@@ -396,8 +401,8 @@ class ExperimentResult:
     exact_top: dict[str, list[str]]
     # level ("none" or "eps=1") -> approach -> m -> class -> mean P@m over runs
     precision: dict[str, dict[str, dict[int, dict[str, float]]]] = field(default_factory=dict)
-    # level -> approach -> epsilon Veil's ledger charged for one run
-    charged: dict[str, dict[str, float]] = field(default_factory=dict)
+    # level -> approach -> epsilon Veil's ledger charged in each run, in run order
+    charged: dict[str, dict[str, list[float]]] = field(default_factory=dict)
 
     def weighted(self, level: str, approach: str, m: int) -> float:
         """Average over classes weighted by purchase records (the paper's "weighted average")."""
@@ -465,8 +470,8 @@ class EpsilonJob:
     correct: dict[str, dict[int, dict[str, list[object]]]]  # experiment -> m -> class -> exact top-m
 
 
-def run_epsilon(job: EpsilonJob) -> dict[str, tuple[Precisions, dict[str, float]]]:
-    """experiment -> (mean P@m over the runs, epsilon Veil's ledger charged per run and approach)."""
+def run_epsilon(job: EpsilonJob) -> dict[str, tuple[Precisions, dict[str, list[float]]]]:
+    """experiment -> (mean P@m over the runs, epsilon Veil's ledger charged per approach in each run)."""
     session = VeilSession(
         job.workdir,
         job.catalog,
@@ -493,9 +498,9 @@ def _noisy_runs(
     epsilon: float,
     runs: int,
     ratio: float,
-) -> tuple[Precisions, dict[str, float]]:
+) -> tuple[Precisions, dict[str, list[float]]]:
     sums: Precisions = {}
-    charged: dict[str, float] = {}
+    charged: dict[str, list[float]] = {a: [] for a in PRIVATE_APPROACHES}
     for _ in range(runs):
         before = {a: session.spent(a) for a in PRIVATE_APPROACHES}
         tables = {
@@ -531,7 +536,8 @@ def _noisy_runs(
                 target = sums.setdefault(approach, {}).setdefault(m, {})
                 for cls, value in per_class.items():
                     target[cls] = target.get(cls, 0.0) + value / runs
-        charged = {a: session.spent(a) - before[a] for a in PRIVATE_APPROACHES}
+        for a in PRIVATE_APPROACHES:
+            charged[a].append(session.spent(a) - before[a])
     return sums, charged
 
 
@@ -628,6 +634,12 @@ def _pct(value: float) -> str:
     return f"{100 * value:.0f}%"
 
 
+def _per_run(charges: Sequence[float]) -> str:
+    """The ledger's charge per run: one number when every run cost the same, else the range."""
+    low, high = min(charges, default=0.0), max(charges, default=0.0)
+    return f"{low:g}" if math.isclose(low, high) else f"{low:g}-{high:g}"
+
+
 def format_results(results: Results) -> str:
     lines = [
         f"MovieLens ratings: {results.data}",
@@ -654,8 +666,13 @@ def format_results(results: Results) -> str:
         m = min(results.top_m)
         for epsilon in sorted(results.epsilons, reverse=True):
             level = level_name(epsilon)
-            charged = ", ".join(f"{a} {v:g}" for a, v in experiment.charged.get(level, {}).items())
-            lines.append(f"per class, P@{m} at eps={epsilon:g} (Veil's ledger charged per run: {charged})")
+            per_run = experiment.charged.get(level, {})
+            charged = ", ".join(f"{a} {_per_run(v)}" for a, v in per_run.items())
+            total = sum(map(sum, per_run.values()))
+            lines.append(
+                f"per class, P@{m} at eps={epsilon:g} (Veil's ledger charged per run: {charged};"
+                f" {total:g} in all over {results.runs} runs)"
+            )
             lines.append(f"  {'class':<18} {'records':>8} | " + " | ".join(h for _, h in COLUMNS[1:]))
             for cls in experiment.classes:
                 cells = [_pct(experiment.precision[level][a][m][cls]) for a, _ in COLUMNS[1:]]

@@ -72,8 +72,18 @@ def test_comparison_runs_and_scores_the_exact_top_m_perfectly(example: ModuleTyp
         assert experiment.weighted("none", "exact", m) == 1.0
     # the classes partition the users: one GROUP BY per table, so Veil's ledger charges eps once each
     charged = experiment.charged["eps=1"]
-    assert charged["conventional"] == pytest.approx(1.0) and charged["proposed"] == pytest.approx(1.0)
+    assert charged["conventional"] == pytest.approx([1.0]) and charged["proposed"] == pytest.approx([1.0])
     assert "exact top-10" in example.format_results(results)
+
+
+def test_every_run_is_a_fresh_draw_that_the_ledger_charges(example: ModuleType, ratings: Path) -> None:
+    """Runs 2… must not be run 1's cached answers (free, and the same noise): each run costs eps."""
+    results = example.compare(ratings, runs=3, seed=3, epsilons=(1.0,), experiments=("activity",))
+    (experiment,) = results.experiments
+    for approach in example.PRIVATE_APPROACHES:
+        assert experiment.charged["eps=1"][approach] == pytest.approx([1.0, 1.0, 1.0]), approach
+    assert "conventional 1, " in example.format_results(results)
+    assert "15 in all over 3 runs" in example.format_results(results)
 
 
 def test_relationship_slots_always_fill_m(example: ModuleType) -> None:
