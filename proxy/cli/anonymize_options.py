@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -254,3 +255,27 @@ def _number(column: str, key: str, text: str) -> float:
     if not math.isfinite(value):
         raise AnonymizationError(f"{key} of {column} must be a number, got {text!r}")
     return value
+
+
+def with_options(options: Sequence[Callable[..., Any]]) -> Callable[..., Any]:
+    def apply(function: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            function = option(function)
+        return function
+
+    return apply
+
+
+step_option = click.option(
+    "--step",
+    "steps",
+    multiple=True,
+    help="COLUMN=generalize:LEVEL | laplace:epsilon=E,lower=L,upper=U[,unit=1] | randomize:epsilon=E. "
+    "Repeatable; a column's steps run in the order given.",
+)
+hierarchy_option = click.option(
+    "--hierarchy",
+    "hierarchies",
+    multiple=True,
+    help="COLUMN=SPEC: an ARX CSV file, interval:5,10,20[;top=80], date or suppress. Repeatable.",
+)

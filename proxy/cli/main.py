@@ -4,7 +4,7 @@ Domain errors become one clear line (and a hint) at this edge; nothing below kno
 Secrets come only from prompts, stdin or environment variables read here.
 
 Tables and JSON come from proxy/cli/support.py (``veil audit`` also prints CSV); ``veil materialize``
-and ``veil risk`` live in proxy/cli/materialize.py.
+lives in proxy/cli/materialize.py and ``veil risk`` in proxy/cli/risk.py.
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from budget.errors import InvalidBudgetError, UnknownAnalystError
 from budget.ledger import RENEWALS, Balance, DatasetCap, Ledger, check_name
 from budget.loss import PrivacyLoss
 from proxy import __version__
-from proxy.cli.materialize import materialize, risk
+from proxy.cli.materialize import materialize
 from proxy.cli.policy_report import check_policy, effective_policy
+from proxy.cli.risk import risk
 from proxy.cli.support import (
     Column,
     as_records,

@@ -1,4 +1,5 @@
-"""``veil materialize`` and ``veil risk``: sanitized exports for data holders, and their risk scores.
+"""``veil materialize``: sanitized exports for data holders, each with its risk score (``veil risk``,
+proxy/cli/risk.py, scores any released table).
 
 These commands run on the data holder's side, with the original rows: they are not analyst queries and
 spend no privacy budget. What they export carries no DP guarantee (except the noise steps of ``combine``,
@@ -13,30 +14,24 @@ the rows and read only the columns they use.
 from __future__ import annotations
 
 import json
-import os
-import sys
-import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
-import duckdb
 import numpy as np
 import pandas as pd
-import psycopg
 
 from anonymizers.combine import Released, combine, recode
 from anonymizers.diversity import DiversityModel, achieved
 from anonymizers.errors import AnonymizationError
 from anonymizers.frequency import frequency_set
 from anonymizers.global_recoding import GlobalRecodingResult, PrivacyModel, anonymize
-from anonymizers.hierarchy import Hierarchy, hierarchy_from_spec, value_text
+from anonymizers.hierarchy import Hierarchy, hierarchy_from_spec
 from anonymizers.metrics import SEARCH_METRICS
 from anonymizers.mondrian import CATEGORICAL_LABELS, RECODINGS, MondrianResult, mondrian
 from anonymizers.output import OutputTarget, ensure_writable, write_frame, write_recoded
-from anonymizers.plots import plot_candidate_counts, plot_frontier, require_matplotlib
+from anonymizers.plots import plot_frontier, require_matplotlib
 from anonymizers.release_search import (
     Frontier,
     Target,
@@ -45,113 +40,40 @@ from anonymizers.release_search import (
     combine_grid,
     kanon_frontier,
 )
-from anonymizers.risk.attack import AttackResult, simulate_attack
 from anonymizers.risk.classes import class_attack
-from anonymizers.risk.classic import class_sizes, classic_risk
+from anonymizers.risk.classic import classic_risk
 from anonymizers.risk.pipeline import AttributePipeline, Generalize, Pipeline
-from anonymizers.risk.uniqueness import Domain, cell_count, column_domain, estimate_population_uniques
 from anonymizers.source import TableSource
 from anonymizers.utility import Holdout, holdout, information_loss, ml_utility
 from proxy.cli.anonymize_options import (
     attack_options,
-    declared_hierarchy,
-    declared_values,
+    hierarchy_option,
     hierarchy_specs,
-    pipeline_from_steps,
     split_columns,
+    step_option,
     target_options,
+    with_options,
+)
+from proxy.cli.sources import (
+    attack_pipeline,
+    engine_errors,
+    open_source,
+    progress_callback,
+    run_attack,
+    source_arguments,
+    source_options,
 )
 from proxy.cli.support import (
-    config_option,
-    declared_dataset,
     echo_json,
     friendly_errors,
     json_option,
     print_table,
 )
-from proxy.config import POSTGRES, TablePolicy, load_config
 
-ROW_ID = "_veil_row_id"  # the hidden link of a released row to its original (never written out)
 L_VARIANTS = ("distinct", "entropy", "recursive")
 
 
-def engine_errors(function: Callable[..., Any]) -> Callable[..., Any]:
-    """A failure inside DuckDB or PostgreSQL (a type the engine cannot cast, a lost connection) becomes
-    one line with the engine's first line: these commands run on the data holder's side, where the
-    engine's words about their own data are theirs to read."""
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return function(*args, **kwargs)
-        except (duckdb.Error, psycopg.Error) as error:
-            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise AnonymizationError(
-                f"the database engine failed: {first}",
-                hint="check the table, its column types and the connection",
-            ) from None
-
-    wrapper.__name__ = function.__name__
-    wrapper.__doc__ = function.__doc__
-    return wrapper
-
-
 # --- sources ------------------------------------------------------------------------------------------------
-
-
-def source_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    """Where the original table is: a dataset's table in the policy, or a CSV/Parquet file."""
-    options = [
-        config_option,
-        click.option("--dataset", help="Dataset of the policy that holds --table."),
-        click.option("--table", help="Table to read (in the dataset's DuckDB file or PostgreSQL schema)."),
-        click.option(
-            "--input",
-            "input_path",
-            type=click.Path(path_type=Path, dir_okay=False, exists=True),
-            help="Read a CSV or Parquet file instead of a dataset's table.",
-        ),
-        click.option("--delimiter", help="CSV field separator (default: guessed; ARX files use ';')."),
-    ]
-    for option in reversed(options):
-        function = option(function)
-    return function
-
-
-@contextmanager
-def open_source(
-    config_path: Path, dataset: str | None, table: str | None, input_path: Path | None, delimiter: str | None
-) -> Iterator[TableSource]:
-    """The original table, closed when the command ends."""
-    if input_path is not None:
-        if dataset or table:
-            raise AnonymizationError("give either --input or --dataset/--table, not both")
-        opened = (
-            TableSource.parquet(input_path)
-            if input_path.suffix.lower() == ".parquet"
-            else TableSource.csv(input_path, delimiter=_unescape(delimiter))
-        )
-    else:
-        opened = _dataset_table(config_path, dataset, table)
-    with opened as source:
-        yield source
-
-
-def _dataset_table(config_path: Path, dataset: str | None, table: str | None) -> TableSource:
-    if not dataset or not table:
-        raise AnonymizationError(
-            "name the original table with --dataset and --table, or a file with --input",
-            hint="e.g. --dataset demo --table patients, or --input adult.csv --delimiter ';'",
-        )
-    policy = declared_dataset(load_config(config_path), dataset)
-    if policy.backend == POSTGRES:
-        return TableSource.postgres(policy.resolve_dsn(os.environ), table, schema=policy.schema)
-    assert policy.path is not None
-    return TableSource.duckdb_file(policy.path, table)
-
-
-def _unescape(delimiter: str | None) -> str | None:
-    """``--delimiter '\\t'`` means a tab, as users type it in a shell."""
-    return None if delimiter is None else delimiter.encode().decode("unicode_escape")
 
 
 def _hierarchies(
@@ -253,36 +175,6 @@ def _brief(value: object) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _progress_callback(
-    label: str, *, quiet: bool, unit: str | None = None
-) -> tuple[Callable[[int, int], None], Callable[[], None]]:
-    """A progress bar on stderr fed by ``(done, total)`` calls (with the rate in ``unit``/s), and a
-    function that closes it. Quiet under --json and when stderr is not a terminal: scripts and CI logs
-    get the result, not a stream of bar redraws."""
-    state: dict[str, Any] = {"start": time.monotonic()}
-    if quiet or not sys.stderr.isatty():
-        return (lambda done, total: None), (lambda: None)
-
-    def update(done: int, total: int) -> None:
-        bar = state.get("bar")
-        if bar is None:
-            bar = click.progressbar(
-                length=total, label=label, file=sys.stderr, show_pos=True, item_show_func=lambda rate: rate
-            )
-            bar.__enter__()
-            state["bar"] = bar
-        rate = done / max(time.monotonic() - state["start"], 1e-9)
-        bar.update(
-            done - bar.pos, current_item=f"{rate:,.{0 if rate >= 100 else 2}f} {unit}/s" if unit else None
-        )
-
-    def close() -> None:
-        if "bar" in state:
-            state["bar"].__exit__(None, None, None)
-
-    return update, close
-
-
 # --- materialize ------------------------------------------------------------------------------------------------
 
 
@@ -328,15 +220,6 @@ output_options = [
         "--seed", type=int, help="Seed the random choices (noise, sampling, test split) reproducibly."
     ),
 ]
-
-
-def with_options(options: Sequence[Callable[..., Any]]) -> Callable[..., Any]:
-    def apply(function: Callable[..., Any]) -> Callable[..., Any]:
-        for option in reversed(options):
-            function = option(function)
-        return function
-
-    return apply
 
 
 @materialize.command(
@@ -421,7 +304,7 @@ def kanon(**options: Any) -> None:
     qis = split_columns(options["qi"], "--qi")
     risk_target = _kanon_target(options)
     model = _privacy_model(options)
-    with open_source(*_source_arguments(options)) as source:
+    with open_source(*source_arguments(options)) as source:
         source.require_columns([*qis, *([options["sensitive"]] if options["sensitive"] else [])])
         specs = hierarchy_specs(options["hierarchies"], qis)
         target = OutputTarget.parse(options["out"])
@@ -461,10 +344,6 @@ def _kanon_target(options: dict[str, Any]) -> Target | None:
             hint="drop --algorithm mondrian, or give Mondrian a --k",
         )
     return risk_target
-
-
-def _source_arguments(options: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple(options[k] for k in ("config_path", "dataset", "table", "input_path", "delimiter"))
 
 
 def _privacy_model(options: dict[str, Any]) -> PrivacyModel:
@@ -519,7 +398,7 @@ def _recoding(
     options: dict[str, Any],
 ) -> GlobalRecodingResult:
     """The optimal node for the given k and suppression limit."""
-    update, close = _progress_callback("searching the generalization lattice", quiet=options["as_json"])
+    update, close = progress_callback("searching the generalization lattice", quiet=options["as_json"])
     try:
         return anonymize(
             source,
@@ -545,7 +424,7 @@ def _searched_recoding(
 ) -> tuple[Frontier, GlobalRecodingResult]:
     """The --max-risk search: one frequency set from the engine, one lattice search per candidate on it."""
     provider = frequency_set(source, qis, [hierarchies[q] for q in qis], sensitive=options["sensitive"])
-    update, close = _progress_callback(
+    update, close = progress_callback(
         "searching k and the suppression limit", quiet=options["as_json"], unit="candidates"
     )
     try:
@@ -769,20 +648,6 @@ def _score(
 
 # --- combine ------------------------------------------------------------------------------------------------
 
-step_option = click.option(
-    "--step",
-    "steps",
-    multiple=True,
-    help="COLUMN=generalize:LEVEL | laplace:epsilon=E,lower=L,upper=U[,unit=1] | randomize:epsilon=E. "
-    "Repeatable; a column's steps run in the order given.",
-)
-hierarchy_option = click.option(
-    "--hierarchy",
-    "hierarchies",
-    multiple=True,
-    help="COLUMN=SPEC: an ARX CSV file, interval:5,10,20[;top=80], date or suppress. Repeatable.",
-)
-
 
 @materialize.command(
     "combine", short_help="Generalize, add noise, randomize and sample (ch. 4), then score the risk."
@@ -818,14 +683,14 @@ def combine_command(**options: Any) -> None:
     """
     qis = split_columns(options["qi"], "--qi")
     risk_target = _risk_target(options)
-    with open_source(*_source_arguments(options)) as source:
+    with open_source(*source_arguments(options)) as source:
         sensitive = options["sensitive"]
         source.require_columns([*qis, *([sensitive] if sensitive else [])])
         frame = source.dataframe(source.column_names())
         _require_values(frame, [*qis, *([sensitive] if sensitive else [])])
         target = OutputTarget.parse(options["out"])
         ensure_writable(target, source, replace=options["replace"])
-        pipeline = _pipeline(frame, qis, options)
+        pipeline = attack_pipeline(frame, qis, options)
         frontier = None
         if risk_target is None:
             released = combine(frame, pipeline, seed=options["seed"])
@@ -849,7 +714,7 @@ def _searched_combine(
         loss = information_loss(frame, released.table, row_ids=released.row_ids, columns=qis).cell_loss
         return released, _combine_risk(frame, released, candidate, qis, risk_target, options), loss
 
-    update, close = _progress_callback(
+    update, close = progress_callback(
         "searching ε and the sampling rate", quiet=options["as_json"], unit="candidates"
     )
     try:
@@ -873,7 +738,9 @@ def _combine_risk(
 ) -> float:
     """A candidate's risk by the target's measure; the journalist's population share is λ·α."""
     if risk_target.measure == "simulated":
-        return _attack(frame, released.table, released.row_ids, pipeline, options, show_progress=False).risk
+        return run_attack(
+            frame, released.table, released.row_ids, pipeline, options, show_progress=False
+        ).risk
     if not len(released.table):
         return 0.0
     rate = 1.0 if pipeline.sample is None else pipeline.sample.rate
@@ -891,7 +758,7 @@ def _combine_report(
 ) -> None:
     """What was done, the risk and the utility of a combine release."""
     report["transformation"] = released.report.to_dict()
-    attack = _attack(frame, released.table, released.row_ids, pipeline, options)
+    attack = run_attack(frame, released.table, released.row_ids, pipeline, options)
     report["risk"] = {
         "simulated_attack": attack.to_dict(),
         "classic": vars(classic_risk(released.table, qis)),
@@ -926,237 +793,3 @@ def _loss_metrics(
         if column.mean_absolute_error is not None:
             metrics[f"mean_absolute_error_{column.attribute}"] = column.mean_absolute_error
     return metrics
-
-
-def _pipeline(frame: pd.DataFrame, qis: list[str], options: dict[str, Any]) -> Pipeline:
-    specs = hierarchy_specs(options["hierarchies"], qis)
-    cache: dict[tuple[str, bool], Hierarchy] = {}
-
-    def hierarchy_for(column: str, grid: Sequence[object] | None) -> Hierarchy:
-        key = (column, grid is None)
-        if key not in cache:
-            values = grid if grid is not None else sorted(frame[column].dropna().unique().tolist())
-            cache[key] = hierarchy_from_spec(column, specs.get(column), list(values))
-        return cache[key]
-
-    steps = list(options["steps"])
-    stepped = {text.partition("=")[0].strip() for text in steps}
-    steps += [f"{column}=generalize:0" for column in qis if column not in stepped]  # match by ancestry
-    return pipeline_from_steps(steps, qis, hierarchy_for, sample_rate=options.get("sample_rate"))
-
-
-def _attack(
-    original: pd.DataFrame,
-    released: pd.DataFrame,
-    row_ids: np.ndarray,
-    pipeline: Pipeline,
-    options: dict[str, Any],
-    *,
-    show_progress: bool = True,
-) -> AttackResult:
-    """Algorithm 2 with the command's attack options; a bar of records scored unless a search's bar of
-    candidates is showing."""
-    update, close = _progress_callback(
-        "simulated attack", quiet=options["as_json"] or not show_progress, unit="records"
-    )
-    try:
-        return simulate_attack(
-            original,
-            released.assign(**{ROW_ID: row_ids}),
-            pipeline,
-            row_id=ROW_ID,
-            sensitive=options["sensitive"],
-            threshold=options["threshold"],
-            low_threshold=options["low_threshold"],
-            outlier_k=options["outlier_k"],
-            progress=update,
-        )
-    finally:
-        close()
-
-
-# --- risk ---------------------------------------------------------------------------------------------------
-
-
-@click.command("risk")
-@source_options
-@click.option(
-    "--released",
-    help="The released table: PATH.csv, PATH.parquet or db:TABLE. Without it the source itself is scored "
-    "with the classic measures only.",
-)
-@click.option("--released-delimiter", help="CSV field separator of --released (default: guessed).")
-@click.option("--qi", required=True, help="Quasi-identifiers, comma-separated.")
-@click.option("--sensitive", help="Sensitive attribute (for the revealing risk).")
-@hierarchy_option
-@step_option
-@click.option(
-    "--sample", "sample_rate", type=click.FloatRange(0, 1, min_open=True), help="α if rows were sampled."
-)
-@click.option(
-    "--link",
-    help="Column holding the same row id in both tables (default: rows are in the same order, as ARX writes).",
-)
-@with_options(attack_options)
-@click.option(
-    "--sampling-fraction",
-    type=click.FloatRange(0, 1, min_open=True),
-    help="λ: table = sample of a population.",
-)
-@click.option(
-    "--population", type=click.IntRange(min=1), help="N_0: the population size (for population uniques)."
-)
-@click.option(
-    "--plot",
-    "plot_path",
-    type=click.Path(path_type=Path, dir_okay=False),
-    help="Draw the distribution of the records' candidate counts |C_i| (their class sizes without "
-    "--released) to this PNG (needs [plot]).",
-)
-@json_option
-@friendly_errors
-@engine_errors
-def risk(**options: Any) -> None:
-    """Score a released table: simulated attack (ch. 4 Algorithm 2) and classic re-identification risks.
-
-    \b
-    Example:
-      veil risk --input adult.csv --delimiter ';' --released adult_k5.csv \\
-          --qi age,sex,race --hierarchy age=adult_hierarchy_age.csv --hierarchy race=suppress
-
-    The attacker knows each original record's quasi-identifiers and how the table was made (--hierarchy,
-    --step, --sample describe it); the evaluator knows which released row came from which original row
-    (--link, or the row order).
-    """
-    qis = split_columns(options["qi"], "--qi")
-    sensitive = options["sensitive"]
-    columns = [*qis, *([sensitive] if sensitive else [])]
-    if options["plot_path"] is not None:
-        require_matplotlib()
-    with open_source(*_source_arguments(options)) as source:
-        source.require_columns([*columns, *([options["link"]] if options["link"] else [])])
-        original = source.dataframe(source.column_names())
-        released = _read_released(source, options) if options["released"] else original
-    report: dict[str, Any] = {"records": len(original), "released": len(released)}
-    attack = None
-    if options["released"]:
-        row_ids = _link(original, released, options["link"])
-        pipeline = _pipeline(original, qis, options)
-        attack = _attack(original, released, row_ids, pipeline, options)
-        report["simulated_attack"] = attack.to_dict()
-    report["classic"] = vars(classic_risk(released, qis, sampling_fraction=options["sampling_fraction"]))
-    if sensitive:
-        report["diversity"] = _achieved_diversity(released, qis, sensitive)
-    if options["population"] and options["sampling_fraction"]:
-        report["population_uniques"] = _uniques(released, qis, options)
-    if options["plot_path"] is not None:
-        _plot_risk(attack, released, qis, options["plot_path"])
-    if options["as_json"]:
-        echo_json(report)
-        return
-    print_table(_flatten(report), ["measure", "value"])
-    if options["plot_path"] is not None:
-        click.echo(f"plot: {options['plot_path']}")
-
-
-def _plot_risk(attack: AttackResult | None, released: pd.DataFrame, qis: list[str], path: Path) -> None:
-    """The simulated attack's |C_i| per record; without a release, each record's class size (what a
-    prosecutor's 1/|class| is computed from)."""
-    if attack is not None:
-        plot_candidate_counts(
-            attack.sizes, path, title="simulated attack", what="candidates |C_i| of a record"
-        )
-        return
-    sizes = class_sizes(released, qis).to_numpy(dtype=np.float64)
-    plot_candidate_counts(np.repeat(sizes, sizes.astype(np.int64)), path, title="classes of the table",
-                          what="size of the record's class")  # fmt: skip
-
-
-def _read_released(source: TableSource, options: dict[str, Any]) -> pd.DataFrame:
-    text = options["released"]
-    if text.startswith("db:"):
-        with _dataset_table(options["config_path"], options["dataset"], text[3:]) as released:
-            return released.dataframe(released.column_names())
-    path = Path(text)
-    if not path.exists():
-        raise AnonymizationError(f"released table {path} does not exist")
-    opened = (
-        TableSource.parquet(path)
-        if path.suffix.lower() == ".parquet"
-        else TableSource.csv(path, delimiter=_unescape(options["released_delimiter"]))
-    )
-    with opened as released:
-        return released.dataframe(released.column_names())
-
-
-def _link(original: pd.DataFrame, released: pd.DataFrame, column: str | None) -> np.ndarray:
-    """Each released row's position in ``original``."""
-    if column is None:
-        if len(released) != len(original):
-            raise AnonymizationError(
-                f"the released table has {len(released)} rows and the original {len(original)}",
-                hint="without --link the rows must correspond one to one, in order",
-            )
-        return np.arange(len(original))
-    if column not in released.columns:
-        raise AnonymizationError(f"the released table has no --link column {column!r}")
-    positions = pd.Series(np.arange(len(original)), index=original[column])
-    if not positions.index.is_unique:
-        raise AnonymizationError(f"--link column {column!r} repeats values in the original table")
-    found = positions.reindex(released[column])
-    if found.isna().any():
-        raise AnonymizationError(f"some released rows have a {column} that is not in the original table")
-    return found.to_numpy(dtype=np.int64)
-
-
-def _achieved_diversity(released: pd.DataFrame, qis: list[str], sensitive: str) -> dict[str, float]:
-    """The l each variant reaches (the weakest class) and the largest EMD t (equal distance)."""
-    counts = released.astype({sensitive: str}).groupby(qis, dropna=False)[sensitive].value_counts()
-    matrix = counts.unstack(fill_value=0).to_numpy()
-    return achieved(matrix, matrix.sum(axis=0) / matrix.sum())
-
-
-def _uniques(released: pd.DataFrame, qis: list[str], options: dict[str, Any]) -> dict[str, Any]:
-    """The Poisson–gamma estimate, with K from the declared domains and where each factor came from."""
-    domains = _domains(released, qis, options)
-    frequencies = released.groupby(qis, dropna=False).size().to_numpy()
-    result = estimate_population_uniques(
-        frequencies,
-        cells=cell_count(domains),
-        population=options["population"],
-        sampling_fraction=options["sampling_fraction"],
-    )
-    return {**vars(result), "domains": {q: vars(domain) for q, domain in domains.items()}}
-
-
-def _domains(released: pd.DataFrame, qis: list[str], options: dict[str, Any]) -> dict[str, Domain]:
-    """Each quasi-identifier's domain: a --hierarchy file, else the dataset's policy (public values or
-    integer bounds), else — nothing declared — the values seen."""
-    specs = hierarchy_specs(options["hierarchies"], qis)
-    policy = _table_policy(options)
-    return {
-        q: column_domain(
-            (value_text(v) for v in released[q].unique()),
-            hierarchy=declared_hierarchy(q, specs.get(q)),
-            policy=declared_values(None if policy is None else policy.column(q)),
-        )
-        for q in qis
-    }
-
-
-def _table_policy(options: dict[str, Any]) -> TablePolicy | None:
-    """The policy of the scored table when it is a dataset's (a file input has none)."""
-    if options["input_path"] is not None or not options["dataset"] or not options["table"]:
-        return None
-    return declared_dataset(load_config(options["config_path"]), options["dataset"]).table(options["table"])
-
-
-def _flatten(report: dict[str, Any], prefix: str = "") -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    for key, value in report.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            rows += _flatten(value, f"{name}.")
-        elif not isinstance(value, list):
-            rows.append({"measure": name, "value": value})
-    return rows

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from anonymizers.release_search import Target, k_grid, suppression_grid
 from proxy.cli.main import main as veil_main
-from proxy.cli.materialize import _progress_callback
+from proxy.cli.sources import progress_callback
 
 QIS = ["age", "sex", "zip"]
 ROWS = 800
@@ -519,11 +519,11 @@ def test_progress_shows_a_rate_on_a_terminal_and_stays_quiet_under_json(
 ) -> None:
     terminal = Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
-    quiet, close = _progress_callback("searching", quiet=True, unit="candidates")
+    quiet, close = progress_callback("searching", quiet=True, unit="candidates")
     quiet(1, 4)
     close()
     assert terminal.getvalue() == ""
-    update, close = _progress_callback("searching", quiet=False, unit="candidates")
+    update, close = progress_callback("searching", quiet=False, unit="candidates")
     for done in range(5):
         update(done, 4)
     close()
@@ -531,7 +531,7 @@ def test_progress_shows_a_rate_on_a_terminal_and_stays_quiet_under_json(
     assert "candidates/s" in terminal.getvalue()
     monkeypatch.setattr(terminal, "isatty", lambda: False)
     before = terminal.getvalue()
-    update, close = _progress_callback("searching", quiet=False, unit="candidates")
+    update, close = progress_callback("searching", quiet=False, unit="candidates")
     update(1, 4)
     close()
     assert terminal.getvalue() == before  # not a terminal: nothing
