@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from types import MappingProxyType
 
-from budget.amounts import as_decimal
+from budget.amounts import as_decimal, decimal_up
 from budget.errors import InvalidBudgetError, UnknownAccountantError
 from budget.loss import ZERO_LOSS, PrivacyLoss
 from budget.totals import Release, Totals
@@ -83,7 +83,7 @@ class BasicAccountant(Accountant):
     def spent(self, totals: Totals, *, grant: PrivacyLoss) -> PrivacyLoss:
         if totals.releases == 0:
             return ZERO_LOSS
-        return PrivacyLoss(_decimal_up(totals.epsilon), _delta_up(totals.delta))
+        return PrivacyLoss(decimal_up(totals.epsilon), _delta_up(totals.delta))
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ class _SlackAccountant(Accountant):
 
     def _basic(self, totals: Totals, slack: Decimal) -> PrivacyLoss:
         """Basic composition, with the slack reserved like every other bound of this accountant."""
-        return PrivacyLoss(_decimal_up(totals.epsilon), _delta_up(totals.delta + slack))
+        return PrivacyLoss(decimal_up(totals.epsilon), _delta_up(totals.delta + slack))
 
 
 @dataclass(frozen=True)
@@ -249,22 +249,9 @@ def _sum_up(*terms: float) -> float:
     return math.nextafter(total, math.inf)
 
 
-def _decimal_up(amount: Decimal) -> float:
-    """The smallest float whose decimal (:func:`as_decimal`) is at least ``amount``.
-
-    ``as_decimal`` is increasing, so ``_decimal_up(x) <= g`` holds exactly when ``x <= as_decimal(g)``:
-    comparing the result with a float grant is the ledger's exact decimal comparison."""
-    if amount <= 0:
-        return 0.0
-    result = float(amount)
-    while as_decimal(result) < amount:
-        result = math.nextafter(result, math.inf)
-    return result
-
-
 def _delta_up(amount: Decimal) -> float:
     """A δ sum rounded up, kept below 1 as PrivacyLoss requires (a δ that large fits no grant anyway)."""
-    return min(_decimal_up(amount), _LARGEST_DELTA)
+    return min(decimal_up(amount), _LARGEST_DELTA)
 
 
 def _check_rho(rho: float) -> None:

@@ -22,6 +22,20 @@ def as_decimal(amount: float) -> Decimal:
     return Decimal(repr(float(amount)))
 
 
+def decimal_up(amount: Decimal) -> float:
+    """The smallest float whose decimal (:func:`as_decimal`) is at least ``amount``.
+
+    ``as_decimal`` is increasing, so ``decimal_up(x) <= g`` holds exactly when ``x <= as_decimal(g)``:
+    comparing the result with a float grant is the ledger's exact decimal comparison. Grants and
+    spends are both shown rounded this way, so a balance never shows more spent than granted."""
+    if amount <= 0:
+        return 0.0
+    result = float(amount)
+    while as_decimal(result) < amount:
+        result = math.nextafter(result, math.inf)
+    return result
+
+
 def decimal_sum(amounts: Iterable[float]) -> Decimal:
     return sum((as_decimal(amount) for amount in amounts), ZERO)
 

@@ -25,7 +25,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from budget.accountants import ACCOUNTANTS, Accountant
-from budget.amounts import ZERO, as_decimal, remaining
+from budget.amounts import ZERO, as_decimal, decimal_up, remaining
 from budget.answer_cache import AnswerCache
 from budget.audit import AuditLog
 from budget.errors import (
@@ -519,10 +519,10 @@ class Ledger:
         return Balance(
             analyst=analyst,
             dataset=dataset,
-            granted_epsilon=float(grant.epsilon),
+            granted_epsilon=decimal_up(grant.epsilon),
             spent_epsilon=spent.epsilon,
             remaining_epsilon=left[0],
-            granted_delta=float(grant.delta),
+            granted_delta=decimal_up(grant.delta),
             spent_delta=spent.delta,
             remaining_delta=left[1],
             accountant=accountant.name,

@@ -35,6 +35,7 @@ from typing import Any
 import psycopg
 import pytest
 from click.testing import CliRunner, Result
+from hypothesis import settings
 from psycopg import sql
 
 from proxy.cli.main import main as veil_main
@@ -49,6 +50,12 @@ POSTGRES_DSN_VARIABLE = "VEIL_TEST_POSTGRES_DSN"
 
 
 REQUIRE_CLIENTS_VARIABLE = "VEIL_REQUIRE_CLIENTS"
+
+# In CI (CI=true) property tests draw the same examples every run, and a failure prints the blob that
+# replays it (@reproduce_failure): a red CI is then reproducible, not a flake. Locally they explore.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI") == "true":
+    settings.load_profile("ci")
 
 
 def missing(reason: str) -> None:

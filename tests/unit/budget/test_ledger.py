@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from budget.amounts import as_decimal, decimal_sum
+from budget.amounts import as_decimal, decimal_sum, decimal_up
 from budget.audit import AuditEntry, Decision
 from budget.errors import (
     AnalystExistsError,
@@ -905,6 +905,24 @@ def test_threads_in_separate_processes_never_overspend(ledgers: Ledgers, ledger:
     assert restarted.balance("alice", "demo").spent_epsilon == 1.0
     assert len(restarted.history("alice")) == 10
     assert restarted.verify() == []
+
+
+def test_a_revoke_down_to_the_spend_never_shows_more_spent_than_granted(ledgers: Ledgers) -> None:
+    """Found by the property below on PostgreSQL (issue 13): granted 1.0505168702507381 against spent
+    1.0505168702507384 — the grant was shown rounded to nearest, the spend rounded up. Both are now
+    rounded up in the ledger's decimal sense, so equal decimals show as equal floats."""
+    ledger = ledgers.new()
+    ledger.add_analyst("alice", VERIFIER)
+    ledger.grant("alice", "demo", PrivacyLoss(1.5, 1e-5))
+    for amount in (0.6875, 0.3630168702507382):
+        spend(ledger, amount)
+    balance = ledger.revoke("alice", "demo")
+    assert (
+        balance.spent_epsilon
+        == balance.granted_epsilon
+        == decimal_up(as_decimal(0.6875) + as_decimal(0.3630168702507382))
+    )
+    assert balance.remaining_epsilon == 0
 
 
 # -- properties -----------------------------------------------------------------------------------
