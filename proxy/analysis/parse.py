@@ -11,7 +11,7 @@ from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
-from proxy.errors import QuerySyntaxError
+from proxy.errors import ProgramLimitExceededError, QuerySyntaxError
 
 # sqlglot logs a warning whenever it falls back to a generic Command node (SHOW, RESET …); those
 # statements are expected here, so the warning would only be noise in the server log.
@@ -49,7 +49,18 @@ def parse_statements(sql: str) -> list[exp.Expression]:
         ) from None
     except TokenError as error:
         raise QuerySyntaxError(f"syntax error: {error}") from None
+    except RecursionError:
+        raise too_deep() from None
     return [tree for tree in trees if tree is not None]
+
+
+def too_deep() -> ProgramLimitExceededError:
+    """What PostgreSQL answers a statement nested deeper than its stack allows (54001): sqlglot's
+    recursive parser and Veil's passes run out of Python's stack first."""
+    return ProgramLimitExceededError(
+        "statement is nested too deeply",
+        hint="flatten the expression (fewer nested parentheses, subqueries or CASEs)",
+    )
 
 
 def _describe(error: ParseError) -> str:

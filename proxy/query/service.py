@@ -25,7 +25,7 @@ from budget.ledger import BASIC, Ledger
 from mechanisms.random_source import RandomSource
 from proxy import __version__
 from proxy.analysis.output_names import output_name
-from proxy.analysis.parse import parse_statements
+from proxy.analysis.parse import parse_statements, too_deep
 from proxy.analysis.shape import QueryShape
 from proxy.analysis.statements import (
     BUDGET_TABLE,
@@ -183,7 +183,7 @@ class QueryService:
         text: str | None = None,
     ) -> StatementOutcome:
         """``text``: the statement as :meth:`statement_text` gives it, if the caller has it already."""
-        statement = classify(tree, self.dataset)
+        statement = _classified(tree, self.dataset)
         if isinstance(statement, PrivateQuery):
             text = self.statement_text(tree) if text is None else text
             return self._answer_privately(statement.shape, text, principal=principal, settings=settings)
@@ -200,7 +200,7 @@ class QueryService:
         table. A statement that changes the session (SET, BEGIN …) is not run: it has no rows. Any
         other statement is free and read-only (constants, public tables, the catalog, SHOW,
         ``veil.budget``): it is run, and its outcome returned for the Execute that follows."""
-        statement = classify(tree, self.dataset)
+        statement = _classified(tree, self.dataset)
         if isinstance(statement, PrivateQuery):
             return Description(self._planned_columns(statement.shape, settings))
         if isinstance(statement, _CHANGES_THE_SESSION):
@@ -486,6 +486,15 @@ class QueryService:
         if name.lower() == "veil.epsilon" and not value:
             return repr(self.dataset.default_epsilon)
         return value
+
+
+def _classified(tree: exp.Expression, dataset: DatasetPolicy) -> Statement:
+    """``classify``, with a statement too deep for the analysis' recursion refused as PostgreSQL would
+    refuse it (54001), before anything runs — not an internal error."""
+    try:
+        return classify(tree, dataset)
+    except RecursionError:
+        raise too_deep() from None
 
 
 class _EngineCalls:

@@ -102,3 +102,15 @@ def test_sampling_a_private_table_is_refused_not_ignored(probe: Probe, sql: str)
         probe.run(sql)
     assert refused.value.sqlstate == "0A000"
     assert probe.states() == ["committed"]  # the sampled query neither spent nor read the cache
+
+
+@pytest.mark.parametrize("depth", [900, 5000])
+def test_a_statement_nested_too_deeply_is_refused_with_54001_not_an_internal_error(
+    probe: Probe, depth: int
+) -> None:
+    """Deeper than Python's stack lets sqlglot parse (5,000) or Veil's analysis walk (900): PostgreSQL's
+    answer, 54001, before anything runs — never XX000."""
+    with pytest.raises(ProgramLimitExceededError, match="nested") as refused:
+        probe.run(f"SELECT COUNT(*) FROM people WHERE {'(' * depth}age{')' * depth} > 1")
+    assert refused.value.sqlstate == "54001"
+    assert probe.states() == []
