@@ -92,6 +92,10 @@ class TlsRequiredError(ProxyError, sqlstate="28000"):
     """A client on another host connected without TLS where ``server.require_tls_for_remote`` is on."""
 
 
+class CharacterNotInRepertoireError(ProxyError, sqlstate="22021"):
+    """A query string that is not UTF-8 or holds a NUL byte; the session goes on."""
+
+
 class ProgramLimitExceededError(ProxyError, sqlstate="54001"):
     """A query on private data over the dataset's complexity budget (``[datasets.NAME.limits]``)."""
 

@@ -23,6 +23,7 @@ from proxy.backends.interrupts import RELEASE_AT, SESSION_INTERRUPTER, Interrupt
 from proxy.config import ColumnType
 from proxy.errors import (
     AuthenticationFailedError,
+    CharacterNotInRepertoireError,
     InFailedTransactionError,
     ProtocolViolationError,
     ProxyError,
@@ -41,7 +42,7 @@ from proxy.server.prepared import Portal, PreparedState, PreparedStatement, para
 from proxy.settings import SessionSettings
 from proxy.wire import messages as wire
 from proxy.wire import types as pgtypes
-from proxy.wire.errors import WireProtocolError
+from proxy.wire.errors import InvalidEncodingError, WireProtocolError
 from proxy.wire.rows import text_data_rows
 from proxy.wire.values import TEXT_FORMAT, encode_value
 
@@ -155,7 +156,12 @@ class Session:
         """Serve both protocols until Terminate. After an error in the extended protocol every message
         up to the next Sync is discarded, as PostgreSQL does, so a pipeline stops at its first error."""
         while True:
-            message = wire.decode_frontend_message(*await self.connection.next_message())
+            type_byte, payload = await self.connection.next_message()
+            try:
+                message = wire.decode_frontend_message(type_byte, payload)
+            except WireProtocolError as error:  # one intact message with bad contents: ERROR, go on
+                await self._undecodable(type_byte, error)
+                continue
             if isinstance(message, wire.Terminate):
                 return
             if isinstance(message, wire.Sync):
@@ -172,6 +178,28 @@ class Session:
                 raise WireProtocolError(
                     f"unexpected message type {_message_type(message)} after authentication"
                 )
+
+    async def _undecodable(self, type_byte: bytes, error: WireProtocolError) -> None:
+        """A framed message whose contents cannot be read — a string that is not UTF-8 (22021), a
+        missing terminator (08P01) — answered as PostgreSQL answers it: an ERROR, then ReadyForQuery
+        for a simple query, or discarding until Sync in the extended protocol. The stream is still in
+        step (its length was sound), so the session goes on."""
+        log.warning("undecodable message peer=%s type=%r error=%s", self.peer, type_byte, error)
+        if self.skipping and type_byte != b"Q":
+            return
+        invalid = (
+            CharacterNotInRepertoireError
+            if isinstance(error, InvalidEncodingError)
+            else ProtocolViolationError
+        )
+        self.pending += _error(invalid(str(error)))
+        if self.transaction_status == "T":
+            self.transaction_status = "E"
+        if type_byte == b"Q":
+            self.pending += wire.ready_for_query(self.transaction_status)
+        else:
+            self.skipping = True
+        await self._flush()
 
     async def _simple_query(self, sql: str, service: QueryService, principal: Principal) -> None:
         """Run each statement in turn; the first error ends the batch, as in PostgreSQL. Every

@@ -17,6 +17,12 @@ class WireProtocolError(Exception):
     """
 
 
+class InvalidEncodingError(WireProtocolError):
+    """A string that is not UTF-8, or a query string with a NUL byte inside (22021, as PostgreSQL's
+    "invalid byte sequence for encoding"). The message itself is intact: the session answers ERROR
+    and goes on."""
+
+
 class FramingError(WireProtocolError):
     """The stream lost its message boundaries (impossible or oversized declared length).
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
 
-from proxy.wire.errors import FramingError, UnencodableValueError, WireProtocolError
+from proxy.wire.errors import FramingError, InvalidEncodingError, UnencodableValueError, WireProtocolError
 
 STARTUP_HEADER_SIZE: Final = 4
 """Untyped startup-phase packets begin with only an int32 length (which counts itself)."""
@@ -95,7 +95,7 @@ class _PayloadCursor:
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError:
-            raise WireProtocolError(
+            raise InvalidEncodingError(
                 f'{self._what} has an invalid byte sequence for encoding "UTF8"'
             ) from None
 
@@ -299,7 +299,12 @@ _VALID_FORMAT_CODES: Final = frozenset({0, 1})
 
 
 def _decode_query(cursor: _PayloadCursor) -> Query:
-    return Query(sql=cursor.cstring())
+    """A query string is one C string: bytes after its NUL mean a NUL inside the query, which
+    PostgreSQL refuses as an invalid byte (0x00), not as a broken message."""
+    sql = cursor.cstring()
+    if cursor.rest():
+        raise InvalidEncodingError('Query message has an invalid byte sequence for encoding "UTF8": 0x00')
+    return Query(sql=sql)
 
 
 def _decode_password(cursor: _PayloadCursor) -> PasswordMessage:

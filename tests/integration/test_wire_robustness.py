@@ -127,6 +127,34 @@ def test_a_malformed_message_gets_a_protocol_error(server: RunningServer, analys
     check_serving(server, analyst)
 
 
+@pytest.mark.parametrize(
+    "query", [b"SELECT '\xc3('\0", b"SELECT 1\0; SELECT 2\0"], ids=["invalid-utf8", "nul-byte"]
+)
+def test_a_query_that_is_not_utf8_gets_22021_and_the_session_goes_on(
+    server: RunningServer, analyst: Analyst, query: bytes
+) -> None:
+    """As PostgreSQL answers it: ERROR 22021 and ReadyForQuery, not a FATAL that ends the session."""
+    with raw_session(server, analyst) as sock:
+        sock.sendall(message(b"Q", query))
+        replies = read_replies(sock)
+        assert [kind for kind, _ in replies] == [b"E", b"Z"]
+        assert sqlstate(replies[0][1]) == "22021"
+        sock.sendall(message(b"Q", b"SELECT 7\0"))
+        again = read_replies(sock)
+    assert [kind for kind, _ in again] == [b"T", b"D", b"C", b"Z"]
+    assert b"7" in again[1][1]
+
+
+def test_an_undecodable_extended_message_discards_until_sync(server: RunningServer, analyst: Analyst) -> None:
+    with raw_session(server, analyst) as sock:
+        parse = message(b"P", b"\0SELECT '\xff'\0" + b"\0\0")
+        sock.sendall(parse + message(b"B", b"\0\0\0\0\0\0\0\0") + message(b"S", b""))
+        replies = read_replies(sock)
+    assert [kind for kind, _ in replies] == [b"E", b"Z"]
+    assert sqlstate(replies[0][1]) == "22021"
+    check_serving(server, analyst)
+
+
 def test_an_unknown_message_type_is_refused(server: RunningServer, analyst: Analyst) -> None:
     with raw_session(server, analyst) as sock:
         sock.sendall(message(b"y", b"\0\0\0\1"))

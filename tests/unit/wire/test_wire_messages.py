@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from proxy.wire.errors import UnencodableValueError, WireProtocolError
+from proxy.wire.errors import InvalidEncodingError, UnencodableValueError, WireProtocolError
 from proxy.wire.messages import (
     Bind,
     CancelRequest,
@@ -138,13 +138,13 @@ def test_rejects_query_without_terminator() -> None:
         decode_frontend_message(b"Q", b"SELECT 1")
 
 
-def test_rejects_query_with_bytes_after_the_string() -> None:
-    with pytest.raises(WireProtocolError, match="Query message has 1 unexpected trailing bytes"):
-        decode_frontend_message(b"Q", b"SELECT 1\0x")
+def test_rejects_query_with_a_nul_inside_as_an_invalid_byte() -> None:
+    with pytest.raises(InvalidEncodingError, match='invalid byte sequence for encoding "UTF8": 0x00'):
+        decode_frontend_message(b"Q", b"SELECT 1\0x\0")
 
 
 def test_rejects_query_that_is_not_utf8() -> None:
-    with pytest.raises(WireProtocolError, match='invalid byte sequence for encoding "UTF8"'):
+    with pytest.raises(InvalidEncodingError, match='invalid byte sequence for encoding "UTF8"'):
         decode_frontend_message(b"Q", b"SELECT '\xc3'\0")
 
 
