@@ -1,20 +1,26 @@
 """Optimal global recoding against ARX 3.9 (Flash, default Loss metric) on ARX's Adult, then at scale:
 Census-Income KDD (~200k rows) and a generated 10-million-row DuckDB table.
 
-Run with ``make bench``; numbers go into docs/benchmarks.md by hand. ARX's times and results come from
-the issue (measured on this machine class with a warmed JVM). Veil's times are medians of warm runs:
-``search`` is the lattice search on the frequency set (what ARX's time covers — ARX has the data encoded
-in memory before it starts), ``end to end`` adds the engine's GROUP BY over the table. The goal is
-Loss ≤ ARX's in every row (asserted) in no more than 2× ARX's time (printed as a ratio).
+Run with ``make bench``; numbers go into docs/benchmarks.md by hand. ARX's figures are a **recorded
+reference**, not measured here: issue 6 lists ARX 3.9's results (Flash, default Loss metric, warmed JVM,
+"this machine class"); ARX is a Java library distributed from its own site and GitHub, neither reachable
+from this machine, so no run of ARX can be timed next to Veil's. The bench therefore asserts the
+deterministic result (Loss ≤ ARX's recorded optimum in every row) and prints Veil's own times — the median
+of warm runs: ``search`` is the lattice search on the frequency set, ``end to end`` adds the engine's
+GROUP BY over the table — with no ratio to ARX's recorded times.
 
-The 10-million-row run happens in a child process so that its peak RSS (``ru_maxrss`` from
-``os.wait4``) is the anonymization's alone; the goal is < 60 s and < 2 GB.
+The 10-million-row run happens in a child process, started from a fresh, small helper process whose
+``RUSAGE_CHILDREN`` is then the child's alone: on Linux a child's ``ru_maxrss`` starts from the
+high-water mark of the process that spawned it, so measured from pytest (which holds the generated
+table by then) it is pytest's peak, not the anonymization's. The child also reports its own ``VmHWM``
+as a cross-check, writes its result to a file (not stdout) and turns DuckDB's progress bar off, which
+otherwise prints into stdout. The goal is < 60 s and < 2 GB.
 """
 
 from __future__ import annotations
 
 import json
-import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -41,8 +47,10 @@ RUNS = 5
 
 @dataclass(frozen=True)
 class Reference:
+    """One configuration and ARX 3.9's recorded result for it (issue 6; not measured in this run)."""
+
     name: str
-    arx_seconds: float
+    arx_seconds: float  # recorded reference only: never divided into a Veil time
     arx_loss: float
     model: PrivacyModel
     suppression_limit: float
@@ -130,9 +138,9 @@ def test_adult_against_arx(
     searched = median_seconds(run_search)
     end_to_end = median_seconds(run_all, runs=3)
     print(
-        f"\n{reference.name:32} ARX {reference.arx_seconds * 1000:7.0f} ms  Loss {reference.arx_loss:.3f}"
+        f"\n{reference.name:32} ARX 3.9 recorded reference (issue 6, not run here): Loss {reference.arx_loss:.3f}"
         f" ({reference.arx_result})"
-        f"\n{'':32} Veil {searched * 1000:6.0f} ms search ({searched / reference.arx_seconds:.2f}× ARX),"
+        f"\n{'':32} Veil {searched * 1000:6.0f} ms search,"
         f" {end_to_end * 1000:.0f} ms end to end  Loss {result.metrics['loss']:.4f}"
         f"  1−gran {result.metrics['granularity_loss']:.3f}  {result.class_count} classes,"
         f" {result.suppressed_records} suppressed, levels {result.levels},"
@@ -169,7 +177,8 @@ def test_census_income_kdd() -> None:
         seconds = median_seconds(run, runs=3)
         rows = source.row_count()
     print(
-        f"\nCensus-Income KDD ({rows:,} rows, 8 QIs, auto hierarchies; ARX 420 ms on its own hierarchies):"
+        f"\nCensus-Income KDD ({rows:,} rows, 8 QIs, auto hierarchies; ARX's recorded 420 ms used its own"
+        " hierarchies and is not comparable):"
         f"\n  Veil {seconds * 1000:.0f} ms end to end, levels "
         f"{ {CENSUS_QI[q]: level for q, level in result.level_map.items()} }, Loss {result.metrics['loss']:.4f},"
         f" {result.class_count} classes, {result.suppressed_records} suppressed,"
@@ -198,6 +207,7 @@ from anonymizers.source import TableSource
 
 start = time.perf_counter()
 with TableSource.duckdb_file(Path(sys.argv[1]), "people", memory_limit="1GB") as source:
+    source.engine.connection.execute("SET enable_progress_bar = false")  # it prints into stdout
     zips = tuple(source.distinct_values("zip"))
     tree = [
         interval_hierarchy("age", source.distinct_values("age", as_text_values=False), [5, 10, 20]),
@@ -208,10 +218,31 @@ with TableSource.duckdb_file(Path(sys.argv[1]), "people", memory_limit="1GB") as
     ]
     result = anonymize(source, ["age", "sex", "zip", "education"], tree, PrivacyModel(k=5),
                        max_base_classes=int(sys.argv[2]))
-json.dump({"seconds": time.perf_counter() - start, "levels": result.level_map,
-           "classes": result.class_count, "checked": result.statistics.nodes_checked,
-           "loss": result.metrics["loss"]}, sys.stdout)
+seconds = time.perf_counter() - start
+status = Path("/proc/self/status")
+hwm = [int(line.split()[1]) for line in status.read_text().splitlines() if line.startswith("VmHWM:")] \
+    if status.exists() else []
+Path(sys.argv[3]).write_text(json.dumps({
+    "seconds": seconds, "levels": result.level_map, "classes": result.class_count,
+    "checked": result.statistics.nodes_checked, "loss": result.metrics["loss"],
+    "vmhwm_kib": hwm[0] if hwm else None}))
 """
+# A fresh interpreter (about 10 MB) that runs the command and reports its children's peak RSS: the
+# command's own, since nothing else ran under this helper and its spawner's high-water mark is small.
+PEAK_RSS_HELPER = """
+import json, resource, subprocess, sys
+code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode
+print(json.dumps({"returncode": code, "maxrss_kib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))
+"""
+
+
+def run_measuring_peak_rss(command: list[str]) -> tuple[int, float]:
+    """Run ``command`` (its stdout discarded) and return its exit code and peak RSS in MB (Linux)."""
+    helper = subprocess.run(
+        [sys.executable, "-c", PEAK_RSS_HELPER, *command], check=True, capture_output=True, text=True
+    )
+    report = json.loads(helper.stdout)
+    return report["returncode"], report["maxrss_kib"] / 1024  # Linux: ru_maxrss in kilobytes
 
 
 @pytest.fixture(scope="module")
@@ -225,26 +256,22 @@ def ten_million(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # the raw frequency set has ~467,000 classes: 5,000,000 keeps it in numpy; 100,000 forces every node's
 # GROUP BY into the engine (EngineFrequency), the path for tables whose raw combinations do not fit
 @pytest.mark.parametrize("max_base_classes", [5_000_000, 100_000], ids=["numpy-rollups", "engine-per-node"])
-def test_ten_million_rows_in_duckdb(ten_million: Path, max_base_classes: int) -> None:
+def test_ten_million_rows_in_duckdb(ten_million: Path, max_base_classes: int, tmp_path: Path) -> None:
+    output = tmp_path / "report.json"
     start = time.perf_counter()
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(ten_million), str(max_base_classes)],
-        stdout=subprocess.PIPE,
-        text=True,
+    returncode, peak_mb = run_measuring_peak_rss(
+        [sys.executable, "-c", CHILD, str(ten_million), str(max_base_classes), str(output)]
     )
-    assert child.stdout is not None
-    output = child.stdout.read()
-    child.stdout.close()
-    _, status, usage = os.wait4(child.pid, 0)  # this child's own rusage, not the max over children
-    child.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - start
-    assert child.returncode == 0
-    peak_mb = usage.ru_maxrss / 1024  # Linux: kilobytes
-    report = json.loads(output)
+    assert returncode == 0
+    report = json.loads(output.read_text(encoding="utf-8"))
+    hwm = f"{report['vmhwm_kib'] / 1024:.0f} MB" if report["vmhwm_kib"] is not None else "n/a"
+    pytest_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         f"\n10,000,000 rows (DuckDB file, 4 QIs, k=5, max_base_classes={max_base_classes:,}):"
-        f" {report['seconds']:.1f} s in the child ({wall:.1f} s with interpreter start),"
-        f" peak RSS {peak_mb:.0f} MB; levels {report['levels']},"
+        f" {report['seconds']:.1f} s in the child ({wall:.1f} s with interpreter starts),"
+        f" the child's peak RSS {peak_mb:.0f} MB (its own VmHWM {hwm}; pytest's, not counted:"
+        f" {pytest_peak:.0f} MB); levels {report['levels']},"
         f" {report['classes']:,} classes, Loss {report['loss']:.4f}, {report['checked']} nodes checked"
     )
     assert report["seconds"] < 60
