@@ -12,6 +12,7 @@ otherwise; the file is the MovieLens "ml-latest-small" ratings joined with movie
 
 from __future__ import annotations
 
+import math
 import statistics
 from pathlib import Path
 
@@ -79,7 +80,7 @@ def weighted_errors(directory: Path, bound: str, exact: dict[int, int]) -> tuple
 
 def charge_range(charges: list[float]) -> str:
     low, high = min(charges), max(charges)
-    return f"{low:g} every run" if low == high else f"{low:g}–{high:g}"
+    return f"{low:g} every run" if math.isclose(low, high, rel_tol=1e-9) else f"{low:g}–{high:g}"
 
 
 def test_per_decade_counts_stay_accurate_with_user_level_privacy(workdir: Path) -> None:
