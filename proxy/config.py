@@ -43,6 +43,8 @@ COARSE_CAP_STEP = 0.05  # cap_visibility = "coarse": analysts see the cap's use 
 DEFAULT_PORT = 5433
 DEFAULT_MAX_MESSAGE_SIZE = 1 << 20  # bytes; larger protocol messages close the connection (08P01)
 DEFAULT_AUTHENTICATION_TIMEOUT_S = 60.0  # PostgreSQL's authentication_timeout
+DEFAULT_AUTH_FAILURE_DELAY_MS = 100  # failed logins per (address, role): 0.1 s, 0.2 s, 0.4 s …
+DEFAULT_AUTH_FAILURE_MAX_DELAY_MS = 10_000
 MIN_MAX_MESSAGE_SIZE = 1024  # below this, ordinary startup packets and queries would not fit
 DUCKDB = "duckdb"
 POSTGRES = "postgres"
@@ -195,6 +197,8 @@ class ServerSettings:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     require_tls_for_remote: bool = False
+    auth_failure_delay_ms: int = DEFAULT_AUTH_FAILURE_DELAY_MS  # the first failed login's delay; doubles
+    auth_failure_max_delay_ms: int = DEFAULT_AUTH_FAILURE_MAX_DELAY_MS
 
 
 @dataclass(frozen=True)
@@ -644,6 +648,8 @@ def _server(reader: _Reader, base: Path) -> ServerSettings:
             "tls_cert",
             "tls_key",
             "require_tls_for_remote",
+            "auth_failure_delay_ms",
+            "auth_failure_max_delay_ms",
         }
     )
     port = reader.get("port", int, DEFAULT_PORT)
@@ -676,6 +682,12 @@ def _server(reader: _Reader, base: Path) -> ServerSettings:
         raise reader.fail(
             "require_tls_for_remote", "needs tls_cert and tls_key: clients cannot use TLS without them"
         )
+    delay = reader.get("auth_failure_delay_ms", int, DEFAULT_AUTH_FAILURE_DELAY_MS)
+    ceiling = reader.get("auth_failure_max_delay_ms", int, DEFAULT_AUTH_FAILURE_MAX_DELAY_MS)
+    if delay < 0:
+        raise reader.fail("auth_failure_delay_ms", "must be an integer >= 0 (milliseconds; 0 turns it off)")
+    if ceiling < delay:
+        raise reader.fail("auth_failure_max_delay_ms", "must be at least auth_failure_delay_ms")
     return ServerSettings(
         host=reader.get("host", str, "127.0.0.1"),
         port=port,
@@ -686,6 +698,8 @@ def _server(reader: _Reader, base: Path) -> ServerSettings:
         tls_cert=cert,
         tls_key=key,
         require_tls_for_remote=require_tls,
+        auth_failure_delay_ms=delay,
+        auth_failure_max_delay_ms=ceiling,
     )
 
 

@@ -22,7 +22,8 @@ class Connection:
     ) -> None:
         self.reader, self.writer = reader, writer
         self.buffer = wire.MessageReader(max_message_size=max_message_size)
-        self.peer = _peer(writer)
+        self.peer = _peer(writer)  # host:port, for the log
+        self.address = self.peer.rpartition(":")[0] or self.peer  # the host alone: who is throttled
         self.left_mid_statement = False  # the client closed the connection while a statement ran
 
     async def fill(self) -> None:

@@ -20,6 +20,7 @@ from proxy.query.service import QueryService
 from proxy.server.audit_trail import AuditWriter
 from proxy.server.context import SessionContext
 from proxy.server.session import Session
+from proxy.server.throttle import LoginThrottle
 from proxy.wire import messages as wire
 
 log = logging.getLogger("veil.server")
@@ -65,6 +66,10 @@ def build_context(config: VeilConfig, *, environ: Mapping[str, str] = NO_ENVIRON
         authentication_timeout=config.server.authentication_timeout_s,
         tls=tls,
         require_tls_for_remote=config.server.require_tls_for_remote,
+        throttle=LoginThrottle(
+            base=config.server.auth_failure_delay_ms / 1000,
+            ceiling=config.server.auth_failure_max_delay_ms / 1000,
+        ),
     )
 
 

@@ -75,8 +75,11 @@ async def _authenticate(connection: Connection, context: SessionContext, user: s
         )
         final = exchange.server_final(await _password_message(connection))
     except ScramAuthenticationError:
-        log.warning("authentication failed peer=%s user=%s", connection.peer, user)
+        delay = context.throttle.failed(connection.address, user)
+        log.warning("authentication failed peer=%s user=%s delay=%.3gs", connection.peer, user, delay)
+        await asyncio.sleep(delay)  # within the authentication timeout, which still applies
         raise AuthenticationFailedError(f'password authentication failed for user "{user}"') from None
+    context.throttle.succeeded(connection.address, user)
     await connection.send(wire.authentication_sasl_final(final) + wire.authentication_ok())
     return Principal(user)
 
