@@ -189,10 +189,17 @@ def serve(
     logging.basicConfig(
         level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
-    config = load_config(config_path)
-    if tls_cert is not None:
-        server = dataclasses.replace(config.server, tls_cert=tls_cert, tls_key=tls_key)
-        config = dataclasses.replace(config, server=server)
+
+    def policy() -> VeilConfig:
+        """The policy file with the command line's TLS files, read at start and again on SIGHUP."""
+        loaded = load_config(config_path)
+        if tls_cert is None:
+            return loaded
+        return dataclasses.replace(
+            loaded, server=dataclasses.replace(loaded.server, tls_cert=tls_cert, tls_key=tls_key)
+        )
+
+    config = policy()
     bind_host = host or config.server.host
     bind_port = config.server.port if port is None else port
 
@@ -202,10 +209,12 @@ def serve(
             click.echo(f"TLS available with certificate {config.server.tls_cert}", err=True)
         for name in config.datasets:
             click.echo(f'connect with: psql "postgresql://ANALYST@{bind_host}:{bound}/{name}"', err=True)
-        click.echo("press Ctrl+C to stop", err=True)
+        click.echo("press Ctrl+C to stop; kill -HUP reloads the policy file", err=True)
 
     try:
-        run_server(config, host=bind_host, port=bind_port, on_ready=ready, environ=os.environ)
+        run_server(
+            config, host=bind_host, port=bind_port, on_ready=ready, environ=os.environ, reload_config=policy
+        )
     except KeyboardInterrupt:
         click.echo("stopped", err=True)
     except OSError as error:

@@ -161,6 +161,12 @@ class QueryService:
         self.postprocessor = PostprocessEngine()
         self.catalog = ShadowCatalog(dataset)  # built on the first catalog query
 
+    def update_policy(self, dataset: DatasetPolicy, *, accountant: Accountant) -> None:
+        """A reloaded policy for the same engine (proxy/server/reload.py): later statements follow it;
+        one already classified keeps the table policy it was planned with."""
+        self.dataset, self.accountant = dataset, accountant
+        self.catalog = ShadowCatalog(dataset)
+
     def parse(self, sql: str) -> list[exp.Expression]:
         return parse_statements(sql)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import ssl
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
@@ -19,6 +20,7 @@ from proxy.ledger_access import accountants, cap_steps, open_ledger
 from proxy.query.service import QueryService
 from proxy.server.audit_trail import AuditWriter
 from proxy.server.context import SessionContext
+from proxy.server.reload import reload_policy
 from proxy.server.session import Session
 from proxy.server.throttle import LoginThrottle
 from proxy.wire import messages as wire
@@ -123,6 +125,13 @@ class VeilServer:
         async with self._server:
             await self._server.serve_forever()
 
+    def reload(self, load: Callable[[], VeilConfig]) -> None:
+        """SIGHUP: new connections get the reloaded policy (proxy/server/reload.py)."""
+        log.warning("SIGHUP received: reloading the policy")
+        reloaded = reload_policy(load, self.config, self.context, tls_context=lambda c: tls_context(c.server))
+        if reloaded is not None:
+            self.config, self.context = reloaded
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.active >= self.config.server.max_connections:
             log.warning(
@@ -156,15 +165,19 @@ def run_server(
     port: int,
     on_ready: Callable[[int], None],
     environ: Mapping[str, str],
+    reload_config: Callable[[], VeilConfig] | None = None,
 ) -> None:
     """Blocking entry point for ``veil serve``: opens everything, then serves until interrupted.
 
-    ``environ`` holds the variables that postgres datasets' ``dsn_env`` name (read in ``cli.py``)."""
+    ``environ`` holds the variables that postgres datasets' ``dsn_env`` name (read in ``cli.py``);
+    ``reload_config`` reads the policy file again when the process gets SIGHUP."""
     context = build_context(config, environ=environ)
     server = VeilServer(config, context)
 
     async def main() -> None:
         bound = await server.start(host, port)
+        if reload_config is not None:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, server.reload, reload_config)
         on_ready(bound)
         await server.serve_forever()
 
