@@ -191,6 +191,7 @@ class ServerSettings:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     max_connections: int = 200
+    authentication_slots: int = 50  # of max_connections, the most that may still be logging in
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     authentication_timeout_s: float = DEFAULT_AUTHENTICATION_TIMEOUT_S
     statement_timeout_ms: int | None = None
@@ -642,6 +643,7 @@ def _server(reader: _Reader, base: Path) -> ServerSettings:
             "host",
             "port",
             "max_connections",
+            "authentication_slots",
             "max_message_size",
             "authentication_timeout_s",
             "statement_timeout_ms",
@@ -658,6 +660,9 @@ def _server(reader: _Reader, base: Path) -> ServerSettings:
     max_connections = reader.get("max_connections", int, 200)
     if max_connections < 1:
         raise reader.fail("max_connections", "must be a positive integer")
+    authentication_slots = reader.get("authentication_slots", int, max(1, max_connections // 4))
+    if not 1 <= authentication_slots <= max_connections:
+        raise reader.fail("authentication_slots", "must be an integer from 1 to max_connections")
     max_message_size = reader.get("max_message_size", int, DEFAULT_MAX_MESSAGE_SIZE)
     if max_message_size < MIN_MAX_MESSAGE_SIZE:
         raise reader.fail("max_message_size", f"must be at least {MIN_MAX_MESSAGE_SIZE} (bytes)")
@@ -692,6 +697,7 @@ def _server(reader: _Reader, base: Path) -> ServerSettings:
         host=reader.get("host", str, "127.0.0.1"),
         port=port,
         max_connections=max_connections,
+        authentication_slots=authentication_slots,
         max_message_size=max_message_size,
         authentication_timeout_s=authentication_timeout,
         statement_timeout_ms=timeout,

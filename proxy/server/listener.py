@@ -19,12 +19,14 @@ from proxy.errors import BackendUnavailableError, ConfigError, TooManyConnection
 from proxy.ledger_access import accountants, cap_steps, open_ledger
 from proxy.query.service import QueryService
 from proxy.server.audit_trail import AuditWriter
+from proxy.server.connection import Connection
 from proxy.server.context import SessionContext
+from proxy.server.login import refuse_when_full
 from proxy.server.reload import reload_policy
 from proxy.server.session import Session
 from proxy.server.throttle import LoginThrottle
-from proxy.wire import messages as wire
 
+LOGIN_QUEUE_WAIT_S = 1.0  # how long a new connection may wait for an authentication slot (a CancelRequest too)
 log = logging.getLogger("veil.server")
 NO_ENVIRONMENT: Mapping[str, str] = MappingProxyType({})
 
@@ -112,7 +114,8 @@ def _open_backend(dataset: DatasetPolicy, environ: Mapping[str, str]) -> Backend
 class VeilServer:
     def __init__(self, config: VeilConfig, context: SessionContext) -> None:
         self.config, self.context = config, context
-        self.active = 0
+        self.active = 0  # connections served now
+        self._login_slots = asyncio.Semaphore(config.server.authentication_slots)  # read at start only
         self._server: asyncio.Server | None = None
 
     async def start(self, host: str, port: int) -> int:
@@ -133,29 +136,47 @@ class VeilServer:
             self.config, self.context = reloaded
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self.active >= self.config.server.max_connections:
-            log.warning(
-                "connection refused peer=%s reason=max_connections limit=%s",
-                writer.get_extra_info("peername"),
-                self.config.server.max_connections,
-            )
-            await _refuse_too_many(writer, self.config.server.max_connections)
+        """One slot per connection, at most ``max_connections``. Clients still logging in also need
+        one of ``authentication_slots`` (waiting up to LOGIN_QUEUE_WAIT_S for it, so a burst of logins
+        from a pool goes through): sockets that connect and never authenticate can hold only those,
+        never the slots of analysts who did log in."""
+        settings = self.config.server
+        if self.active >= settings.max_connections:
+            await self._refuse(reader, writer, "max_connections", settings.max_connections)
+            return
+        try:
+            await asyncio.wait_for(self._login_slots.acquire(), LOGIN_QUEUE_WAIT_S)
+        except TimeoutError:
+            await self._refuse(reader, writer, "authentication_slots", settings.authentication_slots)
+            return
+        if self.active >= settings.max_connections:  # filled up while this one waited
+            self._login_slots.release()
+            await self._refuse(reader, writer, "max_connections", settings.max_connections)
             return
         self.active += 1
+        session = Session(reader, writer, self.context, on_login=self._login_slots.release)
         try:
-            await Session(reader, writer, self.context).run()
+            await session.run()
         except Exception:  # a bug in one session must never take the listener down
             log.exception("session crashed")
             writer.close()
         finally:
             self.active -= 1
+            if not session.authenticated:
+                self._login_slots.release()
 
-
-async def _refuse_too_many(writer: asyncio.StreamWriter, limit: int) -> None:
-    error = TooManyConnectionsError(f"sorry, too many clients already (max_connections = {limit})")
-    fields = wire.ErrorFields(severity="FATAL", sqlstate=error.sqlstate, message=error.message)
-    writer.write(wire.error_response(fields))
-    writer.close()
+    async def _refuse(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, reason: str, limit: int
+    ) -> None:
+        log.warning(
+            "connection refused peer=%s reason=%s limit=%s", writer.get_extra_info("peername"), reason, limit
+        )
+        error = TooManyConnectionsError(
+            f"sorry, too many clients already ({reason} = {limit})",
+            hint="try again later; an administrator can raise [server] " + reason,
+        )
+        connection = Connection(reader, writer, max_message_size=self.context.max_message_size)
+        await refuse_when_full(connection, self.context, error)
 
 
 def run_server(

@@ -12,15 +12,17 @@ import logging
 import ssl
 from dataclasses import dataclass
 
-from proxy.errors import AuthenticationFailedError, MissingUserError, TlsRequiredError
+from proxy.errors import AuthenticationFailedError, MissingUserError, ProxyError, TlsRequiredError
 from proxy.query.service import Principal
-from proxy.server.connection import Connection
+from proxy.server.connection import ClientGone, Connection
 from proxy.server.context import SessionContext
 from proxy.wire import messages as wire
 from proxy.wire.errors import ScramAuthenticationError, WireProtocolError
 from proxy.wire.scram import ScramServerExchange
 
 log = logging.getLogger("veil.session")
+
+FULL_SERVER_WAIT_S = 5.0  # how long a refused client may take to say what it wants
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,7 @@ class LoggedIn:
 
 async def log_in(connection: Connection, context: SessionContext) -> LoggedIn | None:
     """Startup and SCRAM. None: the connection carried a CancelRequest, or its TLS handshake failed."""
-    startup = await _startup(connection, context)
+    startup = await negotiate(connection, context)
     if startup is None:
         return None
     user = startup.parameters.get("user", "")
@@ -40,7 +42,23 @@ async def log_in(connection: Connection, context: SessionContext) -> LoggedIn | 
     return LoggedIn(startup, await _authenticate(connection, context, user))
 
 
-async def _startup(connection: Connection, context: SessionContext) -> wire.StartupMessage | None:
+async def refuse_when_full(connection: Connection, context: SessionContext, error: ProxyError) -> None:
+    """Refuse a connection the server has no slot for — after the encryption negotiation, so that a
+    client that asked for TLS reads the error as an error (libpq would otherwise report "server sent
+    an error response during SSL exchange"), and never a CancelRequest: a full server must still
+    let a runaway query be cancelled. Bounded in time: a silent socket holds no slot and soon goes."""
+    try:
+        startup = await asyncio.wait_for(negotiate(connection, context), FULL_SERVER_WAIT_S)
+        if startup is not None:
+            fields = wire.ErrorFields(severity="FATAL", sqlstate=error.sqlstate, message=error.message)
+            await connection.send(wire.error_response(fields))
+    except (TimeoutError, ClientGone, OSError, WireProtocolError, ProxyError):
+        pass  # it goes either way: nothing more is owed to a client the server cannot take
+    finally:
+        connection.writer.close()
+
+
+async def negotiate(connection: Connection, context: SessionContext) -> wire.StartupMessage | None:
     """Negotiate encryption, then return the StartupMessage — or None when the connection carried
     a CancelRequest (it says nothing more) or its TLS handshake failed.
 

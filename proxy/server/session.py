@@ -81,10 +81,18 @@ class _Attempt:
 
 class Session:
     def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, context: SessionContext
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        context: SessionContext,
+        *,
+        on_login: Callable[[], None] = lambda: None,
     ) -> None:
+        """``on_login``: called once the analyst is authenticated (the listener's slot accounting)."""
         self.connection = Connection(reader, writer, max_message_size=context.max_message_size)
         self.context = context
+        self.on_login = on_login
+        self.authenticated = False
         self.peer = self.connection.peer
         self.settings = SessionSettings()
         self.transaction_status = "I"  # ReadyForQuery status: idle, in a transaction block, or failed
@@ -129,6 +137,8 @@ class Session:
             raise QueryCanceledError("canceling authentication due to timeout") from None
         if logged_in is None:
             return
+        self.authenticated = True
+        self.on_login()
         startup, principal = logged_in.startup, logged_in.principal
         database = startup.parameters.get("database") or startup.parameters["user"]
         service = self.context.services.get(database)
