@@ -112,6 +112,7 @@ class QueryLimits:
     runs (proxy/analysis/complexity.py). It bounds how much work a single row can cause, and so how
     much a single row can change a query's running time."""
 
+    max_tokens: int = 10_000  # tokens of any statement's text, counted before it is parsed
     max_literal_chars: int = 1024  # characters of one literal (string or number)
     max_nodes: int = 2000  # nodes of the whole parsed statement
     max_depth: int = 64  # nesting depth of the parsed statement

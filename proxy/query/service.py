@@ -168,7 +168,7 @@ class QueryService:
         self.catalog = ShadowCatalog(dataset)
 
     def parse(self, sql: str) -> list[exp.Expression]:
-        return parse_statements(sql)
+        return parse_statements(sql, max_tokens=self.dataset.limits.max_tokens)
 
     def statement_text(self, tree: exp.Expression) -> str:
         """The statement as the audit log records it: normalized by sqlglot (one line, one style)."""

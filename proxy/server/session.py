@@ -61,6 +61,7 @@ READ_AHEAD = 1 << 18
 """While a statement runs, the session reads on (to notice the client leaving), keeping what arrives
 for later; past this many buffered bytes it stops reading, so a client cannot make it buffer without
 bound — and a disconnection then goes unnoticed until the statement ends."""
+PARSE_ON_LOOP_CHARS = 4096  # longer statement texts are parsed in a worker thread
 TRANSACTION_ENDS = ("COMMIT", "ROLLBACK", "ROLLBACK TO SAVEPOINT")  # also allowed in a failed block
 # How each transaction statement moves the status in ReadyForQuery: idle, in a block, failed block.
 _TRANSITIONS = {"BEGIN": "T", "COMMIT": "I", "ROLLBACK": "I"}
@@ -237,7 +238,7 @@ class Session:
         ends the batch. A lone select list of literals is remembered as a ping (proxy/server/pings.py)."""
         statement = sql
         try:
-            trees = service.parse(sql)
+            trees = await self._parsed(service, sql)
             if not trees:
                 out.append(wire.empty_query_response())
             for tree in trees:
@@ -346,7 +347,7 @@ class Session:
         try:
             match message:
                 case wire.Parse():
-                    self._parse(message, service, attempt)
+                    await self._parse(message, service, attempt)
                 case wire.Bind():
                     self._bind(message, service, attempt)
                 case wire.Describe():
@@ -363,9 +364,16 @@ class Session:
         if self.skipping or len(self.pending) > FLUSH_THRESHOLD:
             await self._flush()  # an error goes out at once, as PostgreSQL's does: clients wait for it
 
-    def _parse(self, message: wire.Parse, service: QueryService, attempt: _Attempt) -> None:
+    async def _parsed(self, service: QueryService, sql: str) -> list[Tree]:
+        """Parsed on the event loop when short (a thread hop would cost more than the parse), in a
+        worker thread when long, so that a big statement never holds up other sessions' logins."""
+        if len(sql) <= PARSE_ON_LOOP_CHARS:
+            return service.parse(sql)
+        return await self._in_worker(service.parse, sql)
+
+    async def _parse(self, message: wire.Parse, service: QueryService, attempt: _Attempt) -> None:
         attempt.statement = message.query
-        statement = parameterized_statement(service.parse(message.query), service.dataset)
+        statement = parameterized_statement(await self._parsed(service, message.query), service.dataset)
         if statement.tree is not None:
             self._check_transaction(service.transaction_tag(statement.tree))
         types = parameter_types(message.param_type_oids, statement)

@@ -104,13 +104,28 @@ def test_sampling_a_private_table_is_refused_not_ignored(probe: Probe, sql: str)
     assert probe.states() == ["committed"]  # the sampled query neither spent nor read the cache
 
 
-@pytest.mark.parametrize("depth", [900, 5000])
+@pytest.mark.parametrize("depth", [900, 3000])
 def test_a_statement_nested_too_deeply_is_refused_with_54001_not_an_internal_error(
     probe: Probe, depth: int
 ) -> None:
-    """Deeper than Python's stack lets sqlglot parse (5,000) or Veil's analysis walk (900): PostgreSQL's
+    """Deeper than Python's stack lets sqlglot parse (3,000) or Veil's analysis walk (900): PostgreSQL's
     answer, 54001, before anything runs — never XX000."""
     with pytest.raises(ProgramLimitExceededError, match="nested") as refused:
         probe.run(f"SELECT COUNT(*) FROM people WHERE {'(' * depth}age{')' * depth} > 1")
+    assert refused.value.sqlstate == "54001"
+    assert probe.states() == []
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [" OR ".join(f"age = {i}" for i in range(20_000)), f"age IN ({', '.join(map(str, range(20_000)))})"],
+    ids=["or-chain", "in-list"],
+)
+def test_a_statement_of_too_many_tokens_is_refused_before_it_is_parsed(probe: Probe, condition: str) -> None:
+    """sqlglot's parser is super-linear on such chains; the tokens are counted first (max_tokens)."""
+    with pytest.raises(
+        ProgramLimitExceededError, match="more than this dataset's max_tokens of 10000"
+    ) as refused:
+        probe.run(f"SELECT COUNT(*) FROM people WHERE {condition}")
     assert refused.value.sqlstate == "54001"
     assert probe.states() == []
