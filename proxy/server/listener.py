@@ -26,7 +26,7 @@ from proxy.server.reload import reload_policy
 from proxy.server.session import Session
 from proxy.server.throttle import LoginThrottle
 
-LOGIN_QUEUE_WAIT_S = 1.0  # how long a new connection may wait for an authentication slot (a CancelRequest too)
+LOGIN_QUEUE_WAIT_S = 1.0  # the longest a new connection (a CancelRequest too) waits for a login slot
 log = logging.getLogger("veil.server")
 NO_ENVIRONMENT: Mapping[str, str] = MappingProxyType({})
 
