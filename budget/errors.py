@@ -34,7 +34,15 @@ class UnknownReservationError(BudgetError):
 
 
 class LedgerStoreError(BudgetError):
-    """The ledger file cannot be opened or is not a Veil ledger."""
+    """The ledger cannot be used: not opened, not a Veil ledger, or a fault while writing or reading.
+
+    ``fault`` says which kind, so that the proxy can give each its SQLSTATE: ``locked`` (another writer
+    held it too long), ``full`` (no space left), ``io`` (an I/O error or corrupt pages), ``lost`` (the
+    connection to a PostgreSQL ledger broke), ``unavailable`` (anything else)."""
+
+    def __init__(self, message: str, *, hint: str | None = None, fault: str = "unavailable") -> None:
+        super().__init__(message, hint=hint)
+        self.fault = fault
 
 
 class InvalidNameError(BudgetError):

@@ -154,7 +154,9 @@ class PostgresStore:
             connection.execute(pgsql.SQL("SET search_path TO {}").format(pgsql.Identifier(self.schema)))
         except psycopg.Error as error:
             raise LedgerStoreError(
-                f"cannot connect to the ledger at {self.description}: {str(error).strip()}", hint=_SERVER_HINT
+                f"cannot connect to the ledger at {self.description}: {str(error).strip()}",
+                hint=_SERVER_HINT,
+                fault="lost",
             ) from None
         return connection, False
 
@@ -171,4 +173,19 @@ class PostgresStore:
         return LedgerStoreError(
             f"cannot use the ledger at {self.description}: {str(error).strip()}",
             hint="check that the PostgreSQL server is up and the role may use the ledger's schema",
+            fault=_postgres_fault(error),
         )
+
+
+def _postgres_fault(error: psycopg.Error) -> str:
+    """PostgreSQL's SQLSTATE class (or a broken connection) → LedgerStoreError.fault."""
+    state = error.sqlstate or ""
+    if state == "53100":
+        return "full"
+    if state in ("55P03", "40P01") or state.startswith("57014"):
+        return "locked"
+    if state.startswith(("08", "57P")) or (state == "" and isinstance(error, psycopg.OperationalError)):
+        return "lost"
+    if state.startswith("58") or state.startswith("XX"):
+        return "io"
+    return "unavailable"

@@ -91,6 +91,7 @@ class SQLiteStore:
             raise LedgerStoreError(
                 f"cannot use the ledger at {self.location}: another thread held it for {BUSY_TIMEOUT_SECONDS:g} s",
                 hint="check for a stuck veil process",
+                fault="locked",
             )
         try:
             yield
@@ -151,7 +152,19 @@ class SQLiteStore:
         return LedgerStoreError(
             f"cannot use the ledger at {self.location}: {error}",
             hint="check that the file and its directory are readable and writable and not on a network share",
+            fault=_sqlite_fault(getattr(error, "sqlite_errorname", "") or ""),
         )
+
+
+def _sqlite_fault(name: str) -> str:
+    """SQLite's error name (SQLITE_BUSY, SQLITE_IOERR_WRITE …) → LedgerStoreError.fault."""
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return "locked"
+    if name == "SQLITE_FULL":
+        return "full"
+    if name.startswith(("SQLITE_IOERR", "SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_CANTOPEN")):
+        return "io"
+    return "unavailable"
 
 
 def open_store(location: str | Path, *, create: bool = False, schema: str | None = None) -> LedgerStore:

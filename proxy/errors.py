@@ -158,6 +158,22 @@ class BackendUnavailableError(ProxyError, sqlstate="58000"):
     """The database engine behind a dataset failed; its error text stays in the server log."""
 
 
+class LedgerLockedError(ProxyError, sqlstate="55P03"):
+    """The privacy ledger was held by another writer too long; the statement spent nothing more."""
+
+
+class LedgerDiskFullError(ProxyError, sqlstate="53100"):
+    """The privacy ledger's disk is full."""
+
+
+class LedgerIoError(ProxyError, sqlstate="58030"):
+    """The privacy ledger could not be read or written (I/O error, corrupt pages, anything else)."""
+
+
+class LedgerConnectionError(ProxyError, sqlstate="08006"):
+    """The connection to a PostgreSQL ledger broke."""
+
+
 class InternalProxyError(ProxyError, sqlstate="XX000"):
     """A bug in Veil. Carries an incident id that also appears in the server log."""
 
@@ -177,6 +193,8 @@ def as_proxy_error(error: Exception) -> ProxyError:
     """Map any domain error to its client-facing class; unknown errors become internal errors."""
     if isinstance(error, ProxyError):
         return error
+    if isinstance(error, budget_errors.LedgerStoreError):
+        return ledger_fault(error)
     if isinstance(error, budget_errors.BudgetError):
         target = next(
             (proxy for domain, proxy in _BUDGET_ERROR_MAP.items() if isinstance(error, domain)),
@@ -188,3 +206,21 @@ def as_proxy_error(error: Exception) -> ProxyError:
     if isinstance(error, MechanismError):
         return InvalidParameterValueError(str(error), hint=getattr(error, "hint", None))
     return InternalProxyError()
+
+
+_LEDGER_FAULTS: dict[str, tuple[type[ProxyError], str]] = {
+    "locked": (LedgerLockedError, "the privacy ledger is busy: another writer held it too long"),
+    "full": (LedgerDiskFullError, "the privacy ledger's disk is full"),
+    "io": (LedgerIoError, "the privacy ledger could not be read or written"),
+    "lost": (LedgerConnectionError, "the connection to the privacy ledger was lost"),
+    "unavailable": (LedgerIoError, "the privacy ledger is unavailable"),
+}
+
+
+def ledger_fault(error: budget_errors.LedgerStoreError) -> ProxyError:
+    """A ledger fault as the client sees it: its SQLSTATE and a fixed message (the store's own text,
+    with file names and server addresses, goes to the log); whatever the statement had spent stays."""
+    kind, message = _LEDGER_FAULTS.get(error.fault, _LEDGER_FAULTS["unavailable"])
+    return kind(
+        message, hint="try again in a moment; the administrator will find the cause in the server log"
+    )

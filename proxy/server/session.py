@@ -225,7 +225,8 @@ class Session:
             out.append(ping.messages)
         else:
             await self._statements(sql, service, principal, audit, out)
-        await self._record(audit)
+        if (failure := await self._record(audit)) is not None:
+            out = [failure]
         self._end_of_batch()
         out.append(wire.ready_for_query(self.transaction_status))
         self.pending += b"".join(out)
@@ -314,17 +315,28 @@ class Session:
             self.transaction_status = "E"
         return _error(proxy_error)
 
-    async def _record(self, audit: AuditTrail) -> None:
+    async def _record(self, audit: AuditTrail) -> bytes | None:
         """Commit the message's audit entries before its answer leaves — except when every statement
         was a ping (a select list of literals: nothing read, nothing spent), whose entries are queued
-        to the same writer, in order, and committed a moment after the answer."""
+        to the same writer, in order, and committed a moment after the answer.
+
+        When the audit log cannot be written (a locked, full or broken ledger), the answer is withheld
+        — nothing leaves unaudited — and the ErrorResponse to send in its place is returned; the
+        session goes on. What the statement spent stays spent (a stored answer is free to ask again)."""
         entries = audit.entries(self.context.ledger.now())
         if not entries:
-            return
-        if audit.urgent:
-            await self.context.audit.append(entries)
-        else:
+            return None
+        if not audit.urgent:
             self.context.audit.post(entries)
+            return None
+        try:
+            await self.context.audit.append(entries)
+        except Exception as error:
+            log.error("audit append failed peer=%s error=%s", self.peer, error)
+            if self.transaction_status == "T":
+                self.transaction_status = "E"
+            return _error(as_proxy_error(error))
+        return None
 
     def _end_of_batch(self) -> None:
         """Outside a transaction block each batch is its own transaction, and its portals end with it."""
@@ -344,6 +356,7 @@ class Session:
         attempt = _Attempt(
             AuditTrail(principal=principal.name, client=self.peer, dataset=service.dataset.name)
         )
+        mark = len(self.pending)
         try:
             match message:
                 case wire.Parse():
@@ -360,7 +373,10 @@ class Session:
         except Exception as error:  # the session lives on; the rest of the batch is discarded
             self.pending += self._refusal(error, attempt.audit, attempt.statement)
             self.skipping = True
-        await self._record(attempt.audit)
+        if (failure := await self._record(attempt.audit)) is not None:
+            del self.pending[mark:]
+            self.pending += failure
+            self.skipping = True
         if self.skipping or len(self.pending) > FLUSH_THRESHOLD:
             await self._flush()  # an error goes out at once, as PostgreSQL's does: clients wait for it
 
