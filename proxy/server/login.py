@@ -10,6 +10,7 @@ import asyncio
 import ipaddress
 import logging
 import ssl
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from proxy.errors import AuthenticationFailedError, MissingUserError, ProxyError, TlsRequiredError
@@ -22,6 +23,9 @@ from proxy.wire.scram import ScramServerExchange
 
 log = logging.getLogger("veil.session")
 
+# Logins and CancelRequests get threads of their own: in the default pool they would queue behind
+# every session's statements (engine queries, long analyses) and time out.
+LOGIN_THREADS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="veil-login")
 FULL_SERVER_WAIT_S = 5.0  # how long a refused client may take to say what it wants
 
 
@@ -81,7 +85,8 @@ async def negotiate(connection: Connection, context: SessionContext) -> wire.Sta
 
 async def _authenticate(connection: Connection, context: SessionContext, user: str) -> Principal:
     """SCRAM-SHA-256; unknown analysts run the same exchange and fail the same way."""
-    verifier = await asyncio.to_thread(context.ledger.verifier, user) if user else None
+    loop = asyncio.get_running_loop()
+    verifier = await loop.run_in_executor(LOGIN_THREADS, context.ledger.verifier, user) if user else None
     exchange = ScramServerExchange(verifier, username=user, mock_salt_key=context.mock_salt_key)
     await connection.send(wire.authentication_sasl(["SCRAM-SHA-256"]))
     try:
@@ -154,7 +159,8 @@ async def _cancel_other_session(
         )
         return
     log.info("cancel request peer=%s process_id=%s", connection.peer, request.process_id)
-    await asyncio.to_thread(target.cancel)  # a PostgreSQL engine is canceled over the network
+    # a PostgreSQL engine is canceled over the network: blocking, but never behind statements' threads
+    await asyncio.get_running_loop().run_in_executor(LOGIN_THREADS, target.cancel)
 
 
 def is_loopback(address: object) -> bool:
