@@ -119,6 +119,9 @@ class PostgresStore:
             )
         return {str(row[0]) for row in rows}
 
+    def check_integrity(self) -> None:
+        """PostgreSQL checks its own pages (and reports damage as errors of its own): nothing to add."""
+
     def close(self) -> None:
         """Close the idle connections; those in use are closed when their transaction ends."""
         with self._lock:

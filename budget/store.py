@@ -46,6 +46,8 @@ class LedgerStore(Protocol):
 
     def tables(self) -> set[str]: ...
 
+    def check_integrity(self) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -120,6 +122,18 @@ class SQLiteStore:
             rows = transaction.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
         return {str(row[0]) for row in rows}
 
+    def check_integrity(self) -> None:
+        """SQLite's ``quick_check`` of every page: a ledger with corrupt pages may open, then fail on
+        the first spend or login; ``veil serve`` refuses to start on one instead."""
+        with self.transaction(write=False) as transaction:
+            problems = [str(row[0]) for row in transaction.execute("PRAGMA quick_check")]
+        if problems != ["ok"]:
+            raise LedgerStoreError(
+                f"the ledger at {self.location} is damaged: {problems[0]}",
+                hint=_DAMAGED_HINT,
+                fault="io",
+            )
+
     def close(self) -> None:
         with self._lock:
             for connection in self._connections:
@@ -149,11 +163,17 @@ class SQLiteStore:
     def _error(self, error: sqlite3.Error) -> LedgerStoreError:
         if getattr(error, "sqlite_errorname", None) == "SQLITE_NOTADB":
             return not_a_ledger(self.location, "it is not an SQLite database")
+        fault = _sqlite_fault(getattr(error, "sqlite_errorname", "") or "")
         return LedgerStoreError(
             f"cannot use the ledger at {self.location}: {error}",
-            hint="check that the file and its directory are readable and writable and not on a network share",
-            fault=_sqlite_fault(getattr(error, "sqlite_errorname", "") or ""),
+            hint=_DAMAGED_HINT
+            if fault == "io"
+            else "check that the file and its directory are readable and writable and not on a network share",
+            fault=fault,
         )
+
+
+_DAMAGED_HINT = "restore the ledger from a backup (sqlite3 ledger.sqlite '.recover' may save what is left)"
 
 
 def _sqlite_fault(name: str) -> str:
