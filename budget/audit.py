@@ -54,6 +54,8 @@ class AuditEntry:
 
 # What ended a statement that failed after its engine had started (and was charged), or before it.
 FAILURE_OUTCOMES = ("engine error", "timed out", "deadline missed", "cancelled", "disconnected")
+# What an administrator decided about a reservation a crash left behind (``veil budget resolve``).
+RESOLUTION_OUTCOMES = ("released after a crash", "kept after a crash")
 
 _COLUMNS = (
     "at, analyst, client, dataset, statement, decision, epsilon, delta, accountant, mechanisms, sqlstate, error,"

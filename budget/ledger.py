@@ -449,6 +449,28 @@ class Ledger:
             _write_totals(tx, spend.analyst, spend.dataset, spend.period, account.minus(release))
             _write_totals(tx, ALL_ANALYSTS, spend.dataset, NO_PERIOD, dataset_totals.minus(release))
 
+    def reservations(self, dataset: str | None = None) -> list[Spend]:
+        """Spends still ``reserved``, oldest first: the statements running now — or, after a crash,
+        those in flight when it happened, which count as spent until an administrator resolves them."""
+        with self._store.transaction(write=False) as tx:
+            rows = tx.execute(
+                f"SELECT {_SPEND_COLUMNS} FROM spends WHERE state = ? AND (? IS NULL OR dataset = ?) ORDER BY id",
+                (SpendState.RESERVED.value, dataset, dataset),
+            )
+        return [_spend(row) for row in rows]
+
+    def resolve(self, reservation_id: int, *, release: bool) -> Spend:
+        """An administrator's decision on a reservation left by a crash: ``release`` gives its budget
+        back (cancelled: nothing was delivered), else it is kept (committed: an answer may have left).
+        Refused for a spend that is not reserved any more."""
+        if release:
+            self.cancel(reservation_id)
+        else:
+            self.commit(reservation_id)
+        with self._store.transaction(write=False) as tx:
+            (row,) = tx.execute(f"SELECT {_SPEND_COLUMNS} FROM spends WHERE id = ?", (reservation_id,))
+        return _spend(row)
+
     def history(self, analyst: str, dataset: str | None = None) -> list[Spend]:
         """An analyst's spends in every state, oldest first (by id)."""
         with self._store.transaction(write=False) as tx:

@@ -23,6 +23,7 @@ from typing import Any
 
 import click
 
+from budget.audit import AuditEntry, Decision
 from budget.errors import InvalidBudgetError, UnknownAnalystError
 from budget.ledger import RENEWALS, Balance, DatasetCap, Ledger, check_name
 from budget.loss import PrivacyLoss
@@ -449,17 +450,20 @@ BALANCE_COLUMNS = (
     Column("period_start", "period from", optional=True),
     Column("cap_epsilon", "dataset cap ε", optional=True),
     Column("cap_remaining_epsilon", "left under cap", optional=True),
+    Column("reserved_epsilon", "in flight ε", optional=True),
 )
 
 
-def _balance_record(balance: Balance, cap: DatasetCap | None) -> dict[str, Any]:
+def _balance_record(balance: Balance, cap: DatasetCap | None, reserved: float = 0.0) -> dict[str, Any]:
     """What ``veil budget show --json`` prints per analyst and dataset (the names of ``veil.budget``,
-    which analysts query)."""
+    which analysts query), with ``reserved_epsilon``: the part of the spent ε still in flight (or
+    left in flight by a crash: ``veil budget reservations``)."""
     record = dataclasses.asdict(balance)
     summary = {} if cap is None else _cap_record(cap)
     record["cap_epsilon"] = summary.get("cap_epsilon")
     record["cap_delta"] = summary.get("cap_delta")
     record["cap_remaining_epsilon"] = summary.get("remaining_epsilon")
+    record["reserved_epsilon"] = reserved or None
     return record
 
 
@@ -654,8 +658,9 @@ def budget_show(analyst_name: str | None, config_path: Path, as_json: bool) -> N
     One row per analyst and dataset with a grant (ANALYST's only, if given). Spent counts committed and reserved spends, composed by the dataset's accountant; with a
     renewing grant, those of the current period. The JSON has, per analyst and dataset:
     granted_epsilon, spent_epsilon, remaining_epsilon, the same for delta, accountant, renewal,
-    period_start, releases, and the dataset's cap_epsilon, cap_delta and cap_remaining_epsilon (what
-    all analysts together may still spend; null without a cap).
+    period_start, releases, the dataset's cap_epsilon, cap_delta and cap_remaining_epsilon (what
+    all analysts together may still spend; null without a cap), and reserved_epsilon: the part of
+    spent_epsilon still in flight — after a crash, left in flight (see veil budget reservations).
 
     \b
     Example:
@@ -667,7 +672,16 @@ def budget_show(analyst_name: str | None, config_path: Path, as_json: bool) -> N
     accountant_of = accountants(config)
     balances = ledger.balances(analyst_name, accountant=accountant_of)
     caps = {name: ledger.cap(name, accountant=accountant_of(name)) for name in {b.dataset for b in balances}}
-    records = [_balance_record(balance, caps[balance.dataset]) for balance in balances]
+    in_flight: dict[tuple[str, str], float] = {}
+    for spend in ledger.reservations():
+        key = (spend.analyst, spend.dataset)
+        in_flight[key] = math.fsum((in_flight.get(key, 0.0), spend.epsilon))
+    records = [
+        _balance_record(
+            balance, caps[balance.dataset], in_flight.get((balance.analyst, balance.dataset), 0.0)
+        )
+        for balance in balances
+    ]
     emit(records, BALANCE_COLUMNS, as_json=as_json)
 
 
@@ -702,6 +716,85 @@ def budget_history(analyst_name: str, dataset: str | None, config_path: Path, as
     """
     spends = _ledger(load_config(config_path)).history(analyst_name, dataset.lower() if dataset else None)
     emit(as_records(spends), HISTORY_COLUMNS, as_json=as_json)
+
+
+RESERVATION_COLUMNS = (
+    "id",
+    "analyst",
+    "dataset",
+    Column("epsilon", "ε"),
+    Column("delta", "δ", optional=True),
+    "created_at",
+    Column("statement", width=80),
+)
+
+
+@budget.command("reservations")
+@click.option("--dataset", default=None, help="Only this dataset.")
+@config_option
+@json_option
+@friendly_errors
+def budget_reservations(dataset: str | None, config_path: Path, as_json: bool) -> None:
+    """List spends still reserved.
+
+    While veil serve runs, these are the statements running now. After a crash they are the
+    statements that were in flight: they count as spent (an answer may have left before the crash)
+    until you decide with `veil budget resolve`.
+
+    \b
+    Example:
+      veil budget reservations
+      veil budget resolve 42 --keep
+    """
+    spends = _ledger(load_config(config_path)).reservations(dataset.lower() if dataset else None)
+    emit(as_records(spends), RESERVATION_COLUMNS, as_json=as_json)
+
+
+@budget.command("resolve")
+@click.argument("reservation_id", metavar="ID", type=int)
+@click.option(
+    "--release", "decision", flag_value="release", help="Give the budget back: nothing was delivered."
+)
+@click.option("--keep", "decision", flag_value="keep", help="Keep it spent: an answer may have left.")
+@config_option
+@json_option
+@friendly_errors
+def budget_resolve(reservation_id: int, decision: str | None, config_path: Path, as_json: bool) -> None:
+    """Decide about a reservation a crash left behind.
+
+    Only for a veil serve that is no longer running it: a statement still running would lose its
+    answer. --release cancels it (its ε is spent no more), --keep commits it; either is recorded in
+    the audit log, under the analyst, with the outcome "released after a crash" or "kept after a
+    crash". Without a decision nothing changes: the default stays fail-closed.
+
+    \b
+    Example:
+      veil budget resolve 42 --release
+    """
+    if decision is None:
+        raise click.UsageError("say --release or --keep")
+    config = load_config(config_path)
+    ledger = _ledger(config)
+    spend = ledger.resolve(reservation_id, release=decision == "release")
+    outcome = "released after a crash" if decision == "release" else "kept after a crash"
+    ledger.audit_log.append(
+        AuditEntry(
+            at=ledger.now(),
+            analyst=spend.analyst,
+            client="veil budget resolve",
+            dataset=spend.dataset,
+            statement=spend.statement,
+            decision=Decision.FAILED,
+            epsilon=0.0 if decision == "release" else spend.epsilon,
+            delta=0.0 if decision == "release" else spend.delta,
+            outcome=outcome,
+        )
+    )
+    emit_one(
+        {**as_records([spend])[0], "outcome": outcome},
+        (*RESERVATION_COLUMNS, "state", "outcome"),
+        as_json=as_json,
+    )
 
 
 # --- policy -----------------------------------------------------------------------------------------------
