@@ -743,7 +743,7 @@ def budget_reservations(dataset: str | None, config_path: Path, as_json: bool) -
 
     \b
     Example:
-      veil budget reservations
+      veil budget reservations --dataset demo
       veil budget resolve 42 --keep
     """
     spends = _ledger(load_config(config_path)).reservations(dataset.lower() if dataset else None)
