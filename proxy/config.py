@@ -199,6 +199,7 @@ class ServerSettings:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     require_tls_for_remote: bool = False
+    shutdown_grace_s: float = 30.0  # SIGTERM: how long running statements may finish
     auth_failure_delay_ms: int = DEFAULT_AUTH_FAILURE_DELAY_MS  # the first failed login's delay; doubles
     auth_failure_max_delay_ms: int = DEFAULT_AUTH_FAILURE_MAX_DELAY_MS
 
@@ -653,6 +654,7 @@ def _server(reader: _Reader, base: Path) -> ServerSettings:
             "require_tls_for_remote",
             "auth_failure_delay_ms",
             "auth_failure_max_delay_ms",
+            "shutdown_grace_s",
         }
     )
     port = reader.get("port", int, DEFAULT_PORT)
@@ -688,6 +690,9 @@ def _server(reader: _Reader, base: Path) -> ServerSettings:
         raise reader.fail(
             "require_tls_for_remote", "needs tls_cert and tls_key: clients cannot use TLS without them"
         )
+    grace = float(reader.get("shutdown_grace_s", (int, float), 30.0))
+    if not 0 <= grace <= 3600:
+        raise reader.fail("shutdown_grace_s", "must be a number of seconds in [0, 3600]")
     delay = reader.get("auth_failure_delay_ms", int, DEFAULT_AUTH_FAILURE_DELAY_MS)
     ceiling = reader.get("auth_failure_max_delay_ms", int, DEFAULT_AUTH_FAILURE_MAX_DELAY_MS)
     if delay < 0:
@@ -707,6 +712,7 @@ def _server(reader: _Reader, base: Path) -> ServerSettings:
         require_tls_for_remote=require_tls,
         auth_failure_delay_ms=delay,
         auth_failure_max_delay_ms=ceiling,
+        shutdown_grace_s=grace,
     )
 
 

@@ -150,6 +150,10 @@ class UndefinedPortalError(ProxyError, sqlstate="34000"):
     """Describe or Execute names a portal that does not exist (or no longer does, after Sync)."""
 
 
+class AdminShutdownError(ProxyError, sqlstate="57P01"):
+    """The server is shutting down (SIGTERM): the session ends after its running statement."""
+
+
 class ConfigError(ProxyError, sqlstate="F0000"):
     """The policy file is missing or invalid."""
 

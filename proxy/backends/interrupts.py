@@ -45,6 +45,7 @@ USER_REQUEST: Final = "user request"
 STATEMENT_TIMEOUT: Final = "statement timeout"
 RESPONSE_DEADLINE: Final = "response deadline"
 CLIENT_GONE: Final = "client disconnected"
+SHUTDOWN: Final = "server shutting down"
 
 
 class EngineQuery:
@@ -84,18 +85,24 @@ class Interrupter:
         self._lock = threading.Lock()
         self._running: set[EngineQuery] = set()
         self._closed = False
+        self._reason = CLIENT_GONE
 
     def cancel(self) -> None:
         """Blocking (a PostgreSQL cancel is a network round trip): call it from a worker thread."""
         self._stop_running(USER_REQUEST)
 
-    def close(self) -> None:
-        """The session's client has gone: stop what runs, and (see :meth:`add`) whatever would start
-        later. Unlike a CancelRequest, which reaches only the queries running at that moment, a
-        disconnection lasts. Blocking, like :meth:`cancel`."""
+    def close(self, reason: str = CLIENT_GONE) -> None:
+        """The session's client has gone (or the server is shutting down, ``reason`` SHUTDOWN): stop
+        what runs, and (see :meth:`add`) whatever would start later. Unlike a CancelRequest, which
+        reaches only the queries running at that moment, this lasts. Blocking, like :meth:`cancel`."""
         with self._lock:
             self._closed = True
-        self._stop_running(CLIENT_GONE)
+            self._reason = reason
+        self._stop_running(reason)
+
+    @property
+    def closed_for(self) -> str:
+        return self._reason
 
     def add(self, query: EngineQuery) -> bool:
         """Register a query about to start; False once the session is closed: it must not start."""
@@ -211,7 +218,7 @@ def interruptible(interrupt: Callable[[], None], *, watchdog: Watchdog | None) -
     query = EngineQuery(interrupt)
     interrupter = SESSION_INTERRUPTER.get()
     if interrupter is not None and not interrupter.add(query):
-        raise client_gone_error()
+        raise shutdown_error() if interrupter.closed_for == SHUTDOWN else client_gone_error()
     if watchdog is not None:
         watchdog.watch(query)
     if deadline is not None:
@@ -230,6 +237,8 @@ def _raise_if_stopped(query: EngineQuery, watchdog: Watchdog | None) -> None:
         raise QueryCanceledError("canceling statement due to user request") from None
     if query.reason == CLIENT_GONE:
         raise client_gone_error() from None
+    if query.reason == SHUTDOWN:
+        raise shutdown_error() from None
     if query.reason == STATEMENT_TIMEOUT and watchdog is not None and watchdog.timeout_ms is not None:
         raise statement_timeout_error(watchdog.timeout_ms) from None
     if query.reason == RESPONSE_DEADLINE:
@@ -239,6 +248,13 @@ def _raise_if_stopped(query: EngineQuery, watchdog: Watchdog | None) -> None:
 def client_gone_error() -> QueryCanceledError:
     """What the audit log records for a statement whose client left (no client reads it)."""
     return QueryCanceledError("canceling statement because the client disconnected", outcome="disconnected")
+
+
+def shutdown_error() -> QueryCanceledError:
+    return QueryCanceledError(
+        "canceling statement due to administrator command",
+        detail="the server is shutting down and the statement did not finish within its grace period",
+    )
 
 
 def statement_timeout_error(timeout_ms: int) -> QueryCanceledError:

@@ -14,6 +14,7 @@ from mechanisms.random_source import secure_random_source
 from proxy.backends import open_backend
 from proxy.backends.base import Backend
 from proxy.backends.duckdb import DuckDBBackend
+from proxy.backends.interrupts import SHUTDOWN
 from proxy.config import DatasetPolicy, ServerSettings, VeilConfig
 from proxy.errors import BackendUnavailableError, ConfigError, TooManyConnectionsError
 from proxy.ledger_access import accountants, cap_steps, open_ledger
@@ -26,6 +27,7 @@ from proxy.server.reload import reload_policy
 from proxy.server.session import Session
 from proxy.server.throttle import LoginThrottle
 
+STOPPED_ANSWER_WAIT_S = 10.0  # after the grace: how long a stopped statement may take to answer 57014
 LOGIN_QUEUE_WAIT_S = 1.0  # the longest a new connection (a CancelRequest too) waits for a login slot
 log = logging.getLogger("veil.server")
 NO_ENVIRONMENT: Mapping[str, str] = MappingProxyType({})
@@ -118,6 +120,8 @@ class VeilServer:
         self.active = 0  # connections served now
         self._login_slots = asyncio.Semaphore(config.server.authentication_slots)  # read at start only
         self._server: asyncio.Server | None = None
+        self._sessions: dict[Session, asyncio.Task[None]] = {}
+        self._stopped = asyncio.Event()
 
     async def start(self, host: str, port: int) -> int:
         """Listen and return the bound port (useful with port 0)."""
@@ -125,9 +129,53 @@ class VeilServer:
         return int(self._server.sockets[0].getsockname()[1])
 
     async def serve_forever(self) -> None:
+        """Until ``drain`` (SIGTERM) has finished."""
         assert self._server is not None
         async with self._server:
-            await self._server.serve_forever()
+            await self._stopped.wait()
+
+    async def drain(self, grace_s: float) -> None:
+        """SIGTERM, as PostgreSQL's smart-then-fast shutdown: accept nobody new; end idle sessions
+        (FATAL 57P01) at once; let running statements finish for up to ``grace_s``, then stop their
+        engine queries (charged, as any stop after the engine started) and end those sessions too.
+        Every reservation is then committed or cancelled: none is left for ``veil budget resolve``."""
+        assert self._server is not None
+        self._server.close()
+        busy_at_start = sum(session.busy for session in self._sessions)
+        log.warning(
+            "SIGTERM received: shutting down; %d sessions, %d handling a message (grace %g s)",
+            len(self._sessions),
+            busy_at_start,
+            grace_s,
+        )
+        await self._end_sessions_when_idle(grace_s)
+        stopped = [session for session in self._sessions if session.busy]
+        for session in stopped:  # past the grace: stop their engine queries; they answer 57014
+            await asyncio.to_thread(session.interrupter.close, SHUTDOWN)
+        await self._end_sessions_when_idle(STOPPED_ANSWER_WAIT_S)
+        for session, task in list(self._sessions.items()):
+            session.terminate(task)
+        if self._sessions:
+            await asyncio.wait(list(self._sessions.values()), timeout=STOPPED_ANSWER_WAIT_S)
+        log.warning(
+            "shutdown complete: %d statements finished in the grace period, %d stopped (and charged)",
+            busy_at_start - len(stopped),
+            len(stopped),
+        )
+        self._stopped.set()
+
+    async def _end_sessions_when_idle(self, within_s: float) -> None:
+        """End each session as soon as it waits for a message, for up to ``within_s``."""
+        deadline = asyncio.get_running_loop().time() + within_s
+        while True:
+            for session, task in list(self._sessions.items()):
+                if not session.busy:
+                    session.terminate(task)
+            if not any(session.busy for session in self._sessions):
+                return
+            if asyncio.get_running_loop().time() >= deadline:
+                return
+            await asyncio.sleep(0.05)
 
     def reload(self, load: Callable[[], VeilConfig]) -> None:
         """SIGHUP: new connections get the reloaded policy (proxy/server/reload.py)."""
@@ -156,12 +204,16 @@ class VeilServer:
             return
         self.active += 1
         session = Session(reader, writer, self.context, on_login=self._login_slots.release)
+        task = asyncio.current_task()
+        assert task is not None
+        self._sessions[session] = task
         try:
             await session.run()
         except Exception:  # a bug in one session must never take the listener down
             log.exception("session crashed")
             writer.close()
         finally:
+            del self._sessions[session]
             self.active -= 1
             if not session.authenticated:
                 self._login_slots.release()
@@ -198,8 +250,11 @@ def run_server(
 
     async def main() -> None:
         bound = await server.start(host, port)
+        loop = asyncio.get_running_loop()
         if reload_config is not None:
-            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, server.reload, reload_config)
+            loop.add_signal_handler(signal.SIGHUP, server.reload, reload_config)
+        grace = config.server.shutdown_grace_s
+        loop.add_signal_handler(signal.SIGTERM, lambda: loop.create_task(server.drain(grace)))
         on_ready(bound)
         await server.serve_forever()
 

@@ -22,6 +22,7 @@ from proxy.analysis.statements import DeallocateStatement, classify
 from proxy.backends.interrupts import RELEASE_AT, SESSION_INTERRUPTER, Interrupter
 from proxy.config import ColumnType
 from proxy.errors import (
+    AdminShutdownError,
     AuthenticationFailedError,
     CharacterNotInRepertoireError,
     InFailedTransactionError,
@@ -94,6 +95,8 @@ class Session:
         self.context = context
         self.on_login = on_login
         self.authenticated = False
+        self.busy = False  # handling a message (not waiting for the next one)
+        self.terminating = False  # the server is shutting down: end at the next message
         self.peer = self.connection.peer
         self.settings = SessionSettings()
         self.transaction_status = "I"  # ReadyForQuery status: idle, in a transaction block, or failed
@@ -118,6 +121,10 @@ class Session:
         except WireProtocolError as error:
             log.warning("protocol violation peer=%s error=%s", self.peer, error)
             await self._send_fatal(ProtocolViolationError(str(error)))
+        except asyncio.CancelledError:
+            if not self.terminating:
+                raise
+            await self._send_fatal(AdminShutdownError("terminating connection due to administrator command"))
         except ProxyError as error:
             if not isinstance(error, AuthenticationFailedError):  # _authenticate logged it, with the user
                 log.warning(
@@ -127,6 +134,13 @@ class Session:
         finally:
             self.context.cancel_keys.revoke(self.interrupter)
             self.connection.writer.close()
+
+    def terminate(self, task: asyncio.Task[None]) -> None:
+        """End the session for a shutdown (``task`` runs it): a FATAL 57P01, as PostgreSQL sends. Only
+        for a session that is not running a statement: one that is finishes it first."""
+        if not self.terminating:
+            self.terminating = True
+            task.cancel()
 
     async def _converse(self) -> None:
         try:
@@ -167,7 +181,9 @@ class Session:
         """Serve both protocols until Terminate. After an error in the extended protocol every message
         up to the next Sync is discarded, as PostgreSQL does, so a pipeline stops at its first error."""
         while True:
+            self.busy = False
             type_byte, payload = await self.connection.next_message()
+            self.busy = True  # until the next read: a shutdown lets this message be answered first
             try:
                 message = wire.decode_frontend_message(type_byte, payload)
             except WireProtocolError as error:  # one intact message with bad contents: ERROR, go on
