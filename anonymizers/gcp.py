@@ -20,8 +20,9 @@ the hierarchy (as in ARX), not of the table. anonypy (0.2.1) computes no loss me
 "generalization" is the set of values of a class, which :func:`partition_gcp` measures with
 ``categorical="set"`` (``card(u)`` = distinct values in the class).
 
-Local recoding (Mondrian) is measured from the class of every row (:func:`partition_gcp`), global recoding
-from the published labels (:func:`labelled_gcp`); both give the same number for the same release.
+Local recoding (Mondrian) is measured from the class of every row (:func:`partition_gcp`) — Mondrian itself
+passes each box's NCP to :func:`class_loss`, the same sums without going back to the rows — and global
+recoding from the published labels (:func:`labelled_gcp`); all give the same number for the same release.
 """
 
 from __future__ import annotations
@@ -184,7 +185,7 @@ def partition_gcp(
                     domain_high=float(values.max()),
                 )
             )
-    return _report(sizes, columns, qis, int((~kept).sum()))
+    return class_loss(sizes, columns, qis, suppressed=int((~kept).sum()))
 
 
 def labelled_gcp(
@@ -218,7 +219,7 @@ def labelled_gcp(
             counts = np.array([_lookup(covered, hierarchy, str(u)) for u in uniques])
             per_label = categorical_ncp(counts, domain_size=len(hierarchy.leaves))
         columns.append(per_label[codes])
-    return _report(np.ones(len(released), dtype=np.int64), columns, qis, suppressed)
+    return class_loss(np.ones(len(released), dtype=np.int64), columns, qis, suppressed=suppressed)
 
 
 def _label_coverage(hierarchy: Hierarchy) -> dict[str, int]:
@@ -258,9 +259,11 @@ def _lookup(table: dict[str, T], hierarchy: Hierarchy, label: str) -> T:
         ) from None
 
 
-def _report(
-    sizes: np.ndarray, columns: list[np.ndarray], qis: Sequence[str], suppressed: int
+def class_loss(
+    sizes: np.ndarray, columns: Sequence[np.ndarray], qis: Sequence[str], *, suppressed: int = 0
 ) -> tuple[float, dict[str, float]]:
+    """GCP and each attribute's mean NCP over rows, from classes of ``sizes`` and one NCP per class in each
+    of ``columns`` (one per QI): what Mondrian measures from its boxes without going back to the rows."""
     ncp = np.column_stack(columns) if columns else np.zeros((len(sizes), 0))
     rows = float(sizes.sum()) + suppressed
     per_attribute = {

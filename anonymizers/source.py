@@ -13,6 +13,7 @@ and file paths go through DuckDB's relation API.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -30,6 +31,14 @@ from anonymizers.errors import AnonymizationError
 Dialect = Literal["duckdb", "postgres"]
 FileFormat = Literal["csv", "parquet"]
 CSV_VIEW = "veil_source"
+ROW_ID = "veil_row"
+_DICTIONARY = "veil_codes_{}"
+_BATCH_VECTORS = 8  # DuckDB vectors (2,048 rows each) per fetched batch: larger batches cost memory, not time
+
+
+def code_dtype(highest: int) -> np.dtype:
+    """The smallest signed integer type that holds the codes 0..highest (int8 for ≤ 127 distinct values)."""
+    return np.min_scalar_type(-highest - 1)
 
 
 def quoted_table(name: str, schema: str | None = None) -> exp.Table:
@@ -54,6 +63,8 @@ class _Engine(Protocol):
     def arrays(self, query: exp.Expression) -> dict[str, np.ndarray]: ...
 
     def frame(self, query: exp.Expression) -> pd.DataFrame: ...
+
+    def batches(self, query: exp.Expression) -> Iterator[pd.DataFrame]: ...
 
     def register(self, name: str, frame: pd.DataFrame) -> None: ...
 
@@ -81,6 +92,13 @@ class _DuckDB:
 
     def frame(self, query: exp.Expression) -> pd.DataFrame:
         return self.connection.execute(query.sql(dialect="duckdb")).df()
+
+    def batches(self, query: exp.Expression) -> Iterator[pd.DataFrame]:
+        """The result in chunks of about half a million rows, read to the end (DuckDB refuses other work
+        on a connection with an unfinished result)."""
+        self.connection.execute(query.sql(dialect="duckdb"))
+        while len(chunk := self.connection.fetch_df_chunk(_BATCH_VECTORS)):
+            yield chunk
 
     def register(self, name: str, frame: pd.DataFrame) -> None:
         self.connection.register(name, frame)
@@ -128,6 +146,14 @@ class _Postgres:
         cursor = self.connection.execute(query.sql(dialect="postgres"))  # type: ignore[call-overload]
         names = [column.name for column in cursor.description or ()]
         return pd.DataFrame(cursor.fetchall(), columns=names)
+
+    def batches(self, query: exp.Expression) -> Iterator[pd.DataFrame]:
+        """A server-side cursor read in chunks: the whole result never sits in the client."""
+        with self.connection.transaction(), self.connection.cursor(name="veil_batches") as cursor:
+            cursor.execute(query.sql(dialect="postgres"))  # type: ignore[call-overload]
+            names = [column.name for column in cursor.description or ()]
+            while rows := cursor.fetchmany(_BATCH_VECTORS * 2048):
+                yield pd.DataFrame(rows, columns=names)
 
     def register(self, name: str, frame: pd.DataFrame) -> None:
         """A temporary table loaded with COPY: values never become SQL text."""
@@ -325,6 +351,62 @@ class TableSource:
         """The selected columns of every row, for algorithms that need rows (Mondrian, combine)."""
         self.require_columns(columns)
         return self.engine.frame(exp.select(*(quoted_column(c) for c in columns)).from_(self.table))
+
+    def codes(
+        self, dictionaries: Mapping[str, pd.DataFrame], *, text: Collection[str] = ()
+    ) -> dict[str, np.ndarray]:
+        """Each column's integer code for every row, in the order the table's rows are read.
+
+        ``dictionaries[column]`` maps the column's values (``value``) to codes (``code``), one row per
+        distinct value; columns named in ``text`` are matched as the engine's text (as hierarchy leaves are).
+        Why not :meth:`dataframe`: a table of text columns costs tens of bytes per cell as Python strings,
+        a code one to four. The engine numbers the rows with ``row_number() OVER ()`` — which follows the
+        table's row order (DuckDB guarantees it for a window with an empty ``OVER``) — joins each column
+        with its registered dictionary, and returns (row number, codes) in batches that are scattered into
+        arrays of the smallest integer type that holds the codes; no value is ever a Python object. A NULL
+        or a value missing from its dictionary raises instead of dropping the row.
+        """
+        names = list(dictionaries)
+        self.require_columns(names)
+        count = self.row_count()
+        codes = {
+            name: np.empty(count, dtype=code_dtype(int(d["code"].max()) if len(d) else 0))
+            for name, d in dictionaries.items()
+        }
+        numbered = exp.select(
+            exp.Sub(this=exp.Window(this=exp.RowNumber()), expression=exp.Literal.number(1)).as_(
+                ROW_ID, quoted=True
+            ),
+            *(quoted_column(name) for name in names),
+        ).from_(self.table)
+        query = exp.select(quoted_column(ROW_ID, "t")).from_(numbered.subquery("t"))
+        for j, name in enumerate(names):
+            table = _DICTIONARY.format(j)
+            value: exp.Expression = quoted_column(name, "t")
+            on = exp.EQ(
+                this=as_text(value) if name in text else value, expression=quoted_column("value", table)
+            )
+            query = query.join(quoted_table(table), on=on, join_type="inner")
+            query = query.select(quoted_column("code", table).as_(f"c{j}", quoted=True))
+        for j, name in enumerate(names):
+            self.register(_DICTIONARY.format(j), dictionaries[name])
+        seen = 0
+        try:
+            for batch in self.engine.batches(query):
+                rows = batch[ROW_ID].to_numpy()
+                for j, name in enumerate(names):
+                    codes[name][rows] = batch[f"c{j}"].to_numpy()
+                seen += len(batch)
+        finally:
+            for j in range(len(names)):
+                self.unregister(_DICTIONARY.format(j))
+        if seen != count:
+            raise AnonymizationError(
+                f"{count - seen} rows of {self.description} have a NULL or unknown value in "
+                f"{', '.join(names)}",
+                hint="filter or fill NULLs before anonymizing (e.g. with COALESCE in a view)",
+            )
+        return codes
 
     def rows(self, query: exp.Expression) -> list[tuple[Any, ...]]:
         return self.engine.rows(query)
