@@ -45,6 +45,7 @@ DEFAULT_MAX_MESSAGE_SIZE = 1 << 20  # bytes; larger protocol messages close the 
 DEFAULT_AUTHENTICATION_TIMEOUT_S = 60.0  # PostgreSQL's authentication_timeout
 DEFAULT_AUTH_FAILURE_DELAY_MS = 100  # failed logins per (address, role): 0.1 s, 0.2 s, 0.4 s …
 DEFAULT_AUTH_FAILURE_MAX_DELAY_MS = 10_000
+DEFAULT_MAX_STATEMENTS_PER_ANALYST = 4  # statements of one analyst running at once, all connections
 MIN_MAX_MESSAGE_SIZE = 1024  # below this, ordinary startup packets and queries would not fit
 DUCKDB = "duckdb"
 POSTGRES = "postgres"
@@ -200,6 +201,7 @@ class ServerSettings:
     tls_key: Path | None = None
     require_tls_for_remote: bool = False
     shutdown_grace_s: float = 30.0  # SIGTERM: how long running statements may finish
+    max_statements_per_analyst: int = DEFAULT_MAX_STATEMENTS_PER_ANALYST
     auth_failure_delay_ms: int = DEFAULT_AUTH_FAILURE_DELAY_MS  # the first failed login's delay; doubles
     auth_failure_max_delay_ms: int = DEFAULT_AUTH_FAILURE_MAX_DELAY_MS
 
@@ -655,6 +657,7 @@ def _server(reader: _Reader, base: Path) -> ServerSettings:
             "auth_failure_delay_ms",
             "auth_failure_max_delay_ms",
             "shutdown_grace_s",
+            "max_statements_per_analyst",
         }
     )
     port = reader.get("port", int, DEFAULT_PORT)
@@ -690,6 +693,9 @@ def _server(reader: _Reader, base: Path) -> ServerSettings:
         raise reader.fail(
             "require_tls_for_remote", "needs tls_cert and tls_key: clients cannot use TLS without them"
         )
+    per_analyst = reader.get("max_statements_per_analyst", int, DEFAULT_MAX_STATEMENTS_PER_ANALYST)
+    if per_analyst < 1:
+        raise reader.fail("max_statements_per_analyst", "must be a positive integer")
     grace = float(reader.get("shutdown_grace_s", (int, float), 30.0))
     if not 0 <= grace <= 3600:
         raise reader.fail("shutdown_grace_s", "must be a number of seconds in [0, 3600]")
@@ -713,6 +719,7 @@ def _server(reader: _Reader, base: Path) -> ServerSettings:
         auth_failure_delay_ms=delay,
         auth_failure_max_delay_ms=ceiling,
         shutdown_grace_s=grace,
+        max_statements_per_analyst=per_analyst,
     )
 
 

@@ -13,10 +13,12 @@ from proxy.config import (
     DEFAULT_AUTH_FAILURE_MAX_DELAY_MS,
     DEFAULT_AUTHENTICATION_TIMEOUT_S,
     DEFAULT_MAX_MESSAGE_SIZE,
+    DEFAULT_MAX_STATEMENTS_PER_ANALYST,
 )
 from proxy.query.service import QueryService
 from proxy.server.audit_trail import AuditWriter
 from proxy.server.cancel_keys import CancelKeys
+from proxy.server.statement_slots import StatementSlots
 from proxy.server.throttle import LoginThrottle
 
 
@@ -37,6 +39,9 @@ class SessionContext:
     # Fixed for the server's lifetime: an unknown analyst gets the same fake salt on every attempt,
     # so retrying cannot tell a missing name from a wrong password.
     mock_salt_key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
+    statement_slots: StatementSlots = field(
+        default_factory=lambda: StatementSlots(DEFAULT_MAX_STATEMENTS_PER_ANALYST)
+    )
     throttle: LoginThrottle = field(
         default_factory=lambda: LoginThrottle(
             base=DEFAULT_AUTH_FAILURE_DELAY_MS / 1000, ceiling=DEFAULT_AUTH_FAILURE_MAX_DELAY_MS / 1000

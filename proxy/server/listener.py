@@ -25,6 +25,7 @@ from proxy.server.context import SessionContext
 from proxy.server.login import refuse_when_full
 from proxy.server.reload import reload_policy
 from proxy.server.session import Session
+from proxy.server.statement_slots import StatementSlots
 from proxy.server.throttle import LoginThrottle
 
 STOPPED_ANSWER_WAIT_S = 10.0  # after the grace: how long a stopped statement may take to answer 57014
@@ -73,6 +74,7 @@ def build_context(config: VeilConfig, *, environ: Mapping[str, str] = NO_ENVIRON
         authentication_timeout=config.server.authentication_timeout_s,
         tls=tls,
         require_tls_for_remote=config.server.require_tls_for_remote,
+        statement_slots=StatementSlots(config.server.max_statements_per_analyst),
         throttle=LoginThrottle(
             base=config.server.auth_failure_delay_ms / 1000,
             ceiling=config.server.auth_failure_max_delay_ms / 1000,

@@ -287,9 +287,10 @@ class Session:
         literal = service.answer_literals(tree)
         outcome = described if described is not None else literal
         if outcome is None:
-            outcome = await self._in_worker(
-                service.run, tree, principal=principal, settings=self.settings, text=statement
-            )
+            async with self.context.statement_slots.taken(principal.name):
+                outcome = await self._in_worker(
+                    service.run, tree, principal=principal, settings=self.settings, text=statement
+                )
         self._drop_prepared(tree, outcome, service)
         audit.answered(statement, outcome, ping=literal is not None)
         self.transaction_status = self._next_status(tag)
