@@ -26,13 +26,13 @@ boxes stay the partition (``partition``, the ``equivalence_class`` column, GCP â
 
 Codes, not values: every QI is one small integer per row â€” the rank of its value among the column's
 distinct values (numeric) or its leaf's depth-first position (categorical), in the smallest integer type
-that holds it (one byte for up to 127 distinct values). Labels are made per box and per distinct label,
+that holds it (one byte for up to 128 distinct values). Labels are made per box and per distinct label,
 never per row: each QI's labels are a table of distinct labels and, per box, an index into it; the
 published classes are the boxes with equal indexes. :func:`mondrian_source` has the engine encode the
 columns (:meth:`TableSource.codes`) and :func:`write_release` has it write the release (the table
 ``POSITIONAL JOIN`` one label code per row and QI), so no value of the table becomes a Python object:
-about 100 bytes per row at the peak with 8 QIs (docs/benchmarks.md), where a DataFrame of the rows costs
-about 1 KB.
+85 bytes per row at the peak for ten million rows with 8 QIs (docs/benchmarks.md), where a DataFrame of
+the rows costs about 1 KB.
 
 Speed: no recursion and no per-row Python. All groups still to be cut are processed together, one round
 per tree depth, in a compact working set (their row numbers and codes, group after group): ranges come

@@ -37,7 +37,7 @@ _BATCH_VECTORS = 8  # DuckDB vectors (2,048 rows each) per fetched batch: larger
 
 
 def code_dtype(highest: int) -> np.dtype:
-    """The smallest signed integer type that holds the codes 0..highest (int8 for ≤ 127 distinct values)."""
+    """The smallest signed integer type that holds the codes 0..highest (int8 for up to 128 distinct values)."""
     return np.min_scalar_type(-highest - 1)
 
 
