@@ -220,13 +220,13 @@ def mondrian_source(
     _check(qis, source.column_names(), k=k, recoding=recoding, categorical=categorical)
     _check_rows(source.row_count(), k)
     _refuse_nulls(source, qis)
-    dictionaries, builders = {}, {}
+    dictionaries, dimensions = {}, {}
     for column in qis:
-        dictionaries[column], builders[column] = _source_dictionary(source, column, trees.get(column))
+        dictionaries[column], dimensions[column] = _source_dictionary(source, column, trees.get(column))
     codes = source.codes(dictionaries, text=[q for q in qis if q in trees])
     return _release(
         qis,
-        [builders[q] for q in qis],
+        [dimensions[q] for q in qis],
         [codes.pop(q) for q in qis],
         k=k,
         recoding=recoding,
