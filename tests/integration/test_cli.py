@@ -146,6 +146,7 @@ def test_a_new_analyst_appears_with_its_grant(admin: Admin) -> None:
         "cap_epsilon": None,
         "cap_delta": None,
         "cap_remaining_epsilon": None,
+        "reserved_epsilon": None,
     }
     admin.check("budget", "grant", analyst.name, "demo", "0.25")  # grants accumulate
     assert admin.balance(analyst)["granted_epsilon"] == 1.0
