@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
+import pandas as pd
+import pytest
+
+from anonymizers.combine import Released
+from anonymizers.errors import AnonymizationError
+from anonymizers.hierarchy import Hierarchy
+from anonymizers.risk.pipeline import AttributePipeline, Laplace, Pipeline, Randomize, Sample
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "adult_ch4.py"
 WORKCLASSES = ["Private", "State-gov", "Local-gov", "Self-emp-not-inc", "?"]
@@ -44,3 +54,63 @@ def test_missing_data_says_where_to_get_it(tmp_path: Path) -> None:
         [sys.executable, str(SCRIPT), "--data", str(tmp_path / "absent.data")], capture_output=True, text=True
     )
     assert result.returncode != 0 and "archive.ics.uci.edu" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def example() -> Iterator[ModuleType]:
+    spec = importlib.util.spec_from_file_location("adult_ch4_example", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules[spec.name]
+
+
+def _two_leaf_case(rate: float | None) -> tuple[pd.DataFrame, Pipeline, Released]:
+    """One attribute with leaves a, b under the root, randomized with exp(ε·u/2) at ε = 1: a record keeps its
+    leaf with probability 1/(1 + e^-1) = 0.731 < T = 0.9. Originals a, a, b are released as a, b, b."""
+    tree = Hierarchy("x", (("a", "b"), ("*", "*")))
+    pipeline = Pipeline(
+        (AttributePipeline("x", (Randomize(1.0, tree, sensitivity=1.0),)),),
+        None if rate is None else Sample(rate),
+    )
+    original = pd.DataFrame({"x": ["a", "a", "b"], "income": ["<=50K", ">50K", "<=50K"]})
+    table = pd.DataFrame({"x": ["a", "b", "b"], "income": ["<=50K", ">50K", "<=50K"]})
+    return original, pipeline, Released(table, np.arange(3), None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("rule", "rate", "sizes"),
+    [
+        # value: record 0 kept a, C^H = the one released a; record 1 became b, so C = C^H ∪ C^L = every row
+        # (T_L = 0.99 > 0.731 holds both leaves); record 2 kept b, C^H = the two released b.
+        ("value", None, [1, 3, 2]),
+        # mass: a region of mass >= 0.9 needs both leaves, so every C^H is the whole release.
+        ("mass", None, [3, 3, 3]),
+        # sampling at 0.5: N_i = 3 > T' = 2 × 0.5, no record is an outlier, every |C_i| is divided by 0.5.
+        ("value", 0.5, [2, 6, 4]),
+    ],
+)
+def test_categorical_high_confidence_rules_by_hand(
+    example: ModuleType, rule: str, rate: float | None, sizes: list[float]
+) -> None:
+    original, pipeline, released = _two_leaf_case(rate)
+    result = example.attack(original, pipeline, released, example.AttackSettings(rule))
+    assert result.sizes.tolist() == pytest.approx(sizes)
+    assert result.n_q == min(sizes)
+
+
+def test_value_rule_refuses_a_pipeline_mixing_noise_and_randomization(example: ModuleType) -> None:
+    tree = Hierarchy("x", (("a", "b"), ("*", "*")))
+    mixed = Pipeline(
+        (
+            AttributePipeline("x", (Randomize(1.0, tree),)),
+            AttributePipeline("y", (Laplace(1.0, 0, 10),)),
+        )
+    )
+    with pytest.raises(AnonymizationError, match="value"):
+        example.high_threshold(mixed, "value")
+    assert example.high_threshold(mixed, "mass") == example.THRESHOLD
