@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from anonymizers.combine import Released
 from anonymizers.errors import AnonymizationError
 from anonymizers.hierarchy import Hierarchy
 from anonymizers.risk.pipeline import AttributePipeline, Laplace, Pipeline, Randomize, Sample
+from tests.unit.example_module import example_module
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "adult_ch4.py"
 WORKCLASSES = ["Private", "State-gov", "Local-gov", "Self-emp-not-inc", "?"]
@@ -58,15 +58,8 @@ def test_missing_data_says_where_to_get_it(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def example() -> Iterator[ModuleType]:
-    spec = importlib.util.spec_from_file_location("adult_ch4_example", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    try:
-        spec.loader.exec_module(module)
+    with example_module(SCRIPT, "adult_ch4_example") as module:
         yield module
-    finally:
-        del sys.modules[spec.name]
 
 
 def _two_leaf_case(rate: float | None) -> tuple[pd.DataFrame, Pipeline, Released]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import random
 import subprocess
 import sys
@@ -12,6 +11,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.unit.example_module import example_module
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "movielens_genres.py"
 COMBOS = (
@@ -30,15 +31,8 @@ COMBOS = (
 
 @pytest.fixture(scope="module")
 def example() -> Iterator[ModuleType]:
-    spec = importlib.util.spec_from_file_location("movielens_genres_example", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    try:
-        spec.loader.exec_module(module)
+    with example_module(SCRIPT, "movielens_genres_example") as module:
         yield module
-    finally:
-        del sys.modules[spec.name]
 
 
 @pytest.fixture(scope="module")
