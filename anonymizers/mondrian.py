@@ -65,7 +65,7 @@ from anonymizers.gcp import (
     tree_positions,
 )
 from anonymizers.hierarchy import Hierarchy
-from anonymizers.output import OutputTarget, _write_query
+from anonymizers.output import OutputTarget, write_query
 from anonymizers.source import TableSource, as_text, code_dtype, quoted_column, quoted_table
 
 Recoding = Literal["mean", "range", "median"]
@@ -265,7 +265,7 @@ def write_release(
             query = query.select(quoted_column(column, "r").as_(column, quoted=True))
     source.register(_ROWS, labels)
     try:
-        _write_query(source, query, target, replace=replace)
+        write_query(source, query, target, replace=replace)
     finally:
         source.unregister(_ROWS)
 

@@ -138,7 +138,7 @@ def write_recoded(
     for name, frame in frames.items():
         source.register(name, frame)
     try:
-        _write_query(source, recoding_query(source, result, chosen), target, replace=replace)
+        write_query(source, recoding_query(source, result, chosen), target, replace=replace)
     finally:
         for name in frames:
             source.unregister(name)
@@ -157,7 +157,7 @@ def write_frame(
             raise AnonymizationError("writing a table needs the database of the source table")
         source.register(_FRAME, frame)
         try:
-            _write_query(source, exp.select(exp.Star()).from_(quoted_table(_FRAME)), target, replace=replace)
+            write_query(source, exp.select(exp.Star()).from_(quoted_table(_FRAME)), target, replace=replace)
         finally:
             source.unregister(_FRAME)
         return
@@ -175,7 +175,9 @@ def _duckdb_file(connection: duckdb.DuckDBPyConnection, path: Path, kind: str) -
         relation.write_parquet(str(path))
 
 
-def _write_query(source: TableSource, query: exp.Select, target: OutputTarget, *, replace: bool) -> None:
+def write_query(source: TableSource, query: exp.Select, target: OutputTarget, *, replace: bool) -> None:
+    """Write a query's result over ``source`` to ``target`` from the engine (rows never reach Python):
+    a file through the engine's COPY, a table through CREATE TABLE … AS; nothing is left half-written."""
     if target.kind == "table":
         _write_table(source, query, target, replace=replace)
         return

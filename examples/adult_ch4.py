@@ -68,6 +68,7 @@ from anonymizers.risk.pipeline import (
     coarsen,
 )
 from anonymizers.utility import Scores, Utility, holdout, model_scores
+from proxy.cli.sources import progress_callback
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "adult.data"
 COLUMNS = [
@@ -333,6 +334,13 @@ class RiskGrid:
     median: dict[float, list[float]]
 
 
+Progress = Callable[[int, int], None]
+
+
+def _no_progress(done: int, total: int) -> None:
+    """No bar: the default when the caller shows none."""
+
+
 def risk_grid(
     frame: pd.DataFrame,
     build: Callable[[float, float], Pipeline],
@@ -342,19 +350,22 @@ def risk_grid(
     reps: int,
     seed: int,
     settings: AttackSettings,
+    progress: Progress = _no_progress,
 ) -> RiskGrid:
-    """Tables 4.5 and 4.6: n_q (the minimum over records) and, to show the bulk, the median candidate count."""
+    """Tables 4.5 and 4.6: n_q (the minimum over records) and, to show the bulk, the median candidate count.
+    ``progress(done, total)`` after each simulated attack."""
     grid = RiskGrid({}, {})
+    total, done = len(alphas) * len(epsilons) * reps, 0
     for a, alpha in enumerate(alphas):
         grid.n_q[alpha], grid.median[alpha] = [], []
         for e, epsilon in enumerate(epsilons):
             pipeline = build(epsilon, alpha)
-            results = [
-                attack(
-                    frame, pipeline, release(frame, pipeline, seed=seed + 1000 * a + 100 * e + r), settings
-                )
-                for r in range(reps)
-            ]
+            results = []
+            for r in range(reps):
+                released = release(frame, pipeline, seed=seed + 1000 * a + 100 * e + r)
+                results.append(attack(frame, pipeline, released, settings))
+                done += 1
+                progress(done, total)
             grid.n_q[alpha].append(float(np.mean([r.n_q for r in results])))
             grid.median[alpha].append(float(np.mean([r.median_size for r in results])))
     return grid
@@ -418,6 +429,7 @@ def utility_table(
     features: Sequence[str],
     settings: AttackSettings,
     recode_test: bool = True,
+    progress: Progress = _no_progress,
 ) -> list[UtilityResult]:
     """Per Table 4.7 line our mean n_q, Uti, F(A(D), E) and F(D, E); each repetition a fresh 10 % split.
 
@@ -447,6 +459,7 @@ def utility_table(
             test = recode(frame.iloc[split.test], pipeline) if recode_test else frame.iloc[split.test]
             scores = _scores(train, test, model, features)
             utilities.append(Utility(released=scores, original=originals[r], model=model))  # type: ignore[arg-type]
+            progress(index * len(splits) + r + 1, len(rows) * len(splits))
         results.append(
             UtilityResult(
                 row,
@@ -610,6 +623,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, title, paper, build in grids:
         if name in tables:
             start = time.perf_counter()
+            update, close = progress_callback(f"Table {name}", quiet=False, unit="attacks")
             grid = risk_grid(
                 frame,
                 build,
@@ -618,7 +632,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 reps=args.reps,
                 seed=args.seed,
                 settings=settings,
+                progress=update,
             )
+            close()
             print(f"\n{format_grid(title + ', ours (paper)', grid.n_q, epsilons, paper)}")
             print(f"\n{format_grid(title + ' — median |C_i| (ours)', grid.median, epsilons)}")
             print(f"({time.perf_counter() - start:.0f} s)")
@@ -628,6 +644,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if name in tables:
             start = time.perf_counter()
             rows = build_rows(hierarchies, args.law, sensitivity)
+            update, close = progress_callback(f"{name} utility", quiet=False, unit="releases")
             results = utility_table(
                 frame,
                 rows,
@@ -637,7 +654,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 features=FEATURES[args.features],
                 settings=settings,
                 recode_test=args.test_rows == "recoded",
+                progress=update,
             )
+            close()
             measured += results
             print(f"\n{format_utility(results, args.model, args.features)}")
             print(f"({time.perf_counter() - start:.0f} s)")

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import resource
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -37,6 +36,7 @@ from anonymizers.frequency import FrequencySet, frequency_set
 from anonymizers.global_recoding import GlobalRecodingResult, PrivacyModel, anonymize, search
 from anonymizers.hierarchy import Hierarchy, hierarchy_from_spec, load_arx_hierarchy
 from anonymizers.source import TableSource
+from tests.bench.child_process import run_measured
 
 pytestmark = pytest.mark.bench
 
@@ -227,22 +227,6 @@ Path(sys.argv[3]).write_text(json.dumps({
     "checked": result.statistics.nodes_checked, "loss": result.metrics["loss"],
     "vmhwm_kib": hwm[0] if hwm else None}))
 """
-# A fresh interpreter (about 10 MB) that runs the command and reports its children's peak RSS: the
-# command's own, since nothing else ran under this helper and its spawner's high-water mark is small.
-PEAK_RSS_HELPER = """
-import json, resource, subprocess, sys
-code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode
-print(json.dumps({"returncode": code, "maxrss_kib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))
-"""
-
-
-def run_measuring_peak_rss(command: list[str]) -> tuple[int, float]:
-    """Run ``command`` (its stdout discarded) and return its exit code and peak RSS in MB (Linux)."""
-    helper = subprocess.run(
-        [sys.executable, "-c", PEAK_RSS_HELPER, *command], check=True, capture_output=True, text=True
-    )
-    report = json.loads(helper.stdout)
-    return report["returncode"], report["maxrss_kib"] / 1024  # Linux: ru_maxrss in kilobytes
 
 
 @pytest.fixture(scope="module")
@@ -259,11 +243,10 @@ def ten_million(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_ten_million_rows_in_duckdb(ten_million: Path, max_base_classes: int, tmp_path: Path) -> None:
     output = tmp_path / "report.json"
     start = time.perf_counter()
-    returncode, peak_mb = run_measuring_peak_rss(
-        [sys.executable, "-c", CHILD, str(ten_million), str(max_base_classes), str(output)]
-    )
+    usage = run_measured([sys.executable, "-c", CHILD, str(ten_million), str(max_base_classes), str(output)])
+    peak_mb = usage.peak_mb
     wall = time.perf_counter() - start
-    assert returncode == 0
+    assert usage.returncode == 0
     report = json.loads(output.read_text(encoding="utf-8"))
     hwm = f"{report['vmhwm_kib'] / 1024:.0f} MB" if report["vmhwm_kib"] is not None else "n/a"
     pytest_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

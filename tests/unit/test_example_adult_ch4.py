@@ -47,6 +47,7 @@ def test_example_prints_tables_shaped_like_the_papers(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "4.5" in result.stdout and "4.7" in result.stdout
     assert "1.0" in result.stdout and "0.5" in result.stdout
+    assert "attacks/s" not in result.stderr  # no progress bar when stderr is not a terminal
 
 
 def test_missing_data_says_where_to_get_it(tmp_path: Path) -> None:
@@ -107,3 +108,22 @@ def test_value_rule_refuses_a_pipeline_mixing_noise_and_randomization(example: M
     with pytest.raises(AnonymizationError, match="value"):
         example.high_threshold(mixed, "value")
     assert example.high_threshold(mixed, "mass") == example.THRESHOLD
+
+
+def test_risk_grid_reports_progress_after_every_attack(example: ModuleType, tmp_path: Path) -> None:
+    data = tmp_path / "adult.data"
+    synthetic_adult(data, rows=200)
+    frame = example.load_adult(data)
+    hierarchies = example.table_4_4()
+    calls: list[tuple[int, int]] = []
+    example.risk_grid(
+        frame,
+        lambda e, a: example.dataset_2(hierarchies, e, a, "rounded"),
+        epsilons=[1.0, 0.5],
+        alphas=[0.9],
+        reps=2,
+        seed=1,
+        settings=example.AttackSettings("value"),
+        progress=lambda done, total: calls.append((done, total)),
+    )
+    assert calls == [(1, 4), (2, 4), (3, 4), (4, 4)]
