@@ -36,16 +36,19 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
 from budget.ledger import Ledger
 from budget.loss import PrivacyLoss
 from proxy.backends.duckdb import DuckDBBackend
+from proxy.cli.sources import progress_callback
 from proxy.config import parse_config
 from proxy.errors import UnsupportedQueryError
 from proxy.query.service import Principal, QueryService
@@ -551,10 +554,12 @@ def compare(
     ratio: float = RATIO,
     experiments: Sequence[str] | None = None,
     workers: int = 1,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Results:
     """Run the paper's comparison on a MovieLens-style ratings CSV (userId, movieId, genres, rating,
     timestamp): P@m of every approach per class, averaged over ``runs`` noisy runs per epsilon.
-    ``workers`` > 1 runs the epsilons in parallel processes (same numbers)."""
+    ``workers`` > 1 runs the epsilons in parallel processes (same numbers); ``progress(done, total)`` is
+    called as each epsilon's runs finish."""
     started = time.perf_counter()
     chosen = tuple(e for e in EXPERIMENTS if experiments is None or e.column in experiments)
     with tempfile.TemporaryDirectory(prefix="veil-movielens-") as tmp:
@@ -593,11 +598,15 @@ def compare(
             EpsilonJob(i, epsilon, workdir, catalog, max(epsilons), seed, runs, ratio, chosen, correct)
             for i, epsilon in enumerate(epsilons)
         ]
-        if workers > 1 and len(jobs) > 1:
-            with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
-                outputs = list(pool.map(run_epsilon, jobs))
-        else:
-            outputs = [run_epsilon(job) for job in jobs]
+        outputs = []
+        with ExitStack() as stack:
+            mapper: Callable[..., Iterator[Any]] = map
+            if workers > 1 and len(jobs) > 1:
+                mapper = stack.enter_context(ProcessPoolExecutor(max_workers=min(workers, len(jobs)))).map
+            for output in mapper(run_epsilon, jobs):
+                outputs.append(output)
+                if progress is not None:
+                    progress(len(outputs), len(jobs))
         for epsilon, output in zip(epsilons, outputs, strict=True):
             for result in results:
                 precision, charged = output[result.column]
@@ -719,6 +728,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.runs < 1 or not 0 < args.ratio < 1:
         parser.error("--runs must be >= 1 and --ratio in (0, 1)")
     workers = min(os.cpu_count() or 1, len(EPSILONS)) if args.workers is None else args.workers
+    update, close = progress_callback("noisy runs, by epsilon", quiet=args.json, unit="epsilons")
     results = compare(
         args.data,
         runs=args.runs,
@@ -726,7 +736,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         ratio=args.ratio,
         experiments=args.experiments,
         workers=workers,
+        progress=update,
     )
+    close()
     print(results_json(results) if args.json else format_results(results))
     return 0
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from proxy.cli.sources import progress_callback
 from tests.bench.in_process import answer, create_ledger, seeded_service, spent
 
 pytestmark = pytest.mark.bench
@@ -69,11 +70,14 @@ def weighted_errors(directory: Path, bound: str, exact: dict[int, int]) -> tuple
     """Per run: the weighted relative error, and the ε the ledger charged for that run."""
     service = seeded_service(POLICY.format(bound=bound), directory, "movies", seed=0)
     errors, charges = [], []
-    for _ in range(RUNS):
+    update, close = progress_callback(f"fresh draws, bound {bound}", quiet=False, unit="draws")
+    for run in range(RUNS):
+        update(run, RUNS)
         before, _ = spent(service)
         released = {int(decade): count for decade, count in answer(service, QUERY).rows}
         charges.append(spent(service)[0] - before)
         errors.append(sum(abs(released.get(d, 0) - n) for d, n in exact.items()) / sum(exact.values()))
+    close()
     service.backend.close()
     return errors, charges
 

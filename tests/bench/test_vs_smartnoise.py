@@ -37,6 +37,7 @@ from typing import Any
 import duckdb
 import pytest
 
+from proxy.cli.sources import progress_callback
 from proxy.query.service import QueryService
 from tests.bench.in_process import answer, create_ledger, seeded_service, spent
 
@@ -183,8 +184,10 @@ def interleaved_runs(directory: Path, smartnoise: SmartnoiseChild | None) -> Ses
     )
     ours = {name: Runs() for name in QUERIES}
     theirs = {name: Runs() for name in QUERIES}
+    update, close = progress_callback("interleaved rounds", quiet=False, unit="rounds")
     try:
         for round_ in range(RUNS + 1):
+            update(round_, RUNS + 1)
             if round_ == 1:  # the warm-up is over: count spends from here
                 veil_start = spent(service)
                 if smartnoise is not None:
@@ -201,6 +204,7 @@ def interleaved_runs(directory: Path, smartnoise: SmartnoiseChild | None) -> Ses
                             theirs[name].add(reply["seconds"], reply["answer"], tuple(reply["charge"]))
         veil_end = spent(service)
     finally:
+        close()
         service.backend.close()
     totals = smartnoise.request({"totals": True}) if smartnoise is not None else None
     veil_total = (veil_end[0] - veil_start[0], veil_end[1] - veil_start[1])

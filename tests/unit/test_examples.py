@@ -53,10 +53,19 @@ def ratings(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_comparison_runs_and_scores_the_exact_top_m_perfectly(example: ModuleType, ratings: Path) -> None:
-    results = example.compare(ratings, runs=1, seed=3, epsilons=(1.0,), experiments=("activity",))
+    calls: list[tuple[int, int]] = []
+    results = example.compare(
+        ratings,
+        runs=1,
+        seed=3,
+        epsilons=(1.0, 0.5),
+        experiments=("activity",),
+        progress=lambda done, total: calls.append((done, total)),
+    )
+    assert calls == [(1, 2), (2, 2)]  # one progress step per epsilon
     (experiment,) = results.experiments
     assert results.users == 24 and experiment.classes == ("light", "medium", "heavy")
-    assert set(experiment.precision) == {"none", "eps=1"}
+    assert set(experiment.precision) == {"none", "eps=1", "eps=0.5"}
     for per_approach in experiment.precision.values():
         for per_m in per_approach.values():
             for per_class in per_m.values():
