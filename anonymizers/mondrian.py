@@ -387,10 +387,7 @@ def _frame_dimension(
 
 def _refuse_nulls(source: TableSource, qis: Sequence[str]) -> None:
     """NULLs would fall out of the engine's join: refuse them with the message the DataFrame path gives."""
-    query = exp.select(
-        *(exp.func("count", exp.Star()) - exp.func("count", quoted_column(q)) for q in qis)
-    ).from_(source.table)
-    for column, nulls in zip(qis, source.rows(query)[0], strict=True):
+    for column, nulls in source.null_counts(qis).items():
         if nulls:
             raise AnonymizationError(
                 f"quasi-identifier {column} has missing values",

@@ -13,7 +13,7 @@ and file paths go through DuckDB's relation API.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -314,6 +314,13 @@ class TableSource:
                     f"column {name!r} is not in {self.description}",
                     hint=f"the columns are: {', '.join(sorted(known))}",
                 )
+
+    def null_counts(self, columns: Sequence[str]) -> dict[str, int]:
+        """How many rows hold NULL in each column, in one scan: algorithms refuse NULLs that no hierarchy
+        covers before they start, rather than dropping rows silently."""
+        counts = (exp.func("count", exp.Star()) - exp.func("count", quoted_column(c)) for c in columns)
+        row = self.engine.rows(exp.select(*counts).from_(self.table))[0]
+        return {column: int(nulls) for column, nulls in zip(columns, row, strict=True)}
 
     def row_count(self) -> int:
         query = exp.select(exp.func("count", exp.Star())).from_(self.table)

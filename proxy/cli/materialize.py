@@ -22,7 +22,6 @@ from typing import Any
 import click
 import numpy as np
 import pandas as pd
-from sqlglot import exp
 
 from anonymizers.combine import Released, combine, recode
 from anonymizers.diversity import DiversityModel, achieved
@@ -53,7 +52,7 @@ from anonymizers.release_search import (
 from anonymizers.risk.classes import class_attack
 from anonymizers.risk.classic import classic_risk
 from anonymizers.risk.pipeline import AttributePipeline, Generalize, Pipeline
-from anonymizers.source import TableSource, quoted_column
+from anonymizers.source import TableSource
 from anonymizers.utility import Holdout, holdout, information_loss, ml_utility
 from proxy.cli.anonymize_options import (
     attack_options,
@@ -622,8 +621,7 @@ def _engine_sensitive(source: TableSource, column: str | None) -> _SensitiveCode
     """The sensitive column as codes read by the engine (sorted text, as the DataFrame path sorts it)."""
     if column is None:
         return None
-    query = exp.select(exp.func("count", exp.Star()) - exp.func("count", quoted_column(column)))
-    if source.rows(query.from_(source.table))[0][0]:
+    if source.null_counts([column])[column]:
         raise _null_values(column)
     texts = sorted(source.distinct_values(column))
     dictionary = pd.DataFrame({"value": texts, "code": np.arange(len(texts), dtype=np.int64)})
