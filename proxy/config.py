@@ -46,6 +46,9 @@ DEFAULT_AUTHENTICATION_TIMEOUT_S = 60.0  # PostgreSQL's authentication_timeout
 DEFAULT_AUTH_FAILURE_DELAY_MS = 100  # failed logins per (address, role): 0.1 s, 0.2 s, 0.4 s …
 DEFAULT_AUTH_FAILURE_MAX_DELAY_MS = 10_000
 DEFAULT_MAX_STATEMENTS_PER_ANALYST = 4  # statements of one analyst running at once, all connections
+DEFAULT_ANALYSIS_PROCESSES = (
+    2  # worker processes that analyse long statement texts (proxy/server/analysis_pool.py)
+)
 MIN_MAX_MESSAGE_SIZE = 1024  # below this, ordinary startup packets and queries would not fit
 DUCKDB = "duckdb"
 POSTGRES = "postgres"
@@ -202,6 +205,7 @@ class ServerSettings:
     require_tls_for_remote: bool = False
     shutdown_grace_s: float = 30.0  # SIGTERM: how long running statements may finish
     max_statements_per_analyst: int = DEFAULT_MAX_STATEMENTS_PER_ANALYST
+    analysis_processes: int = DEFAULT_ANALYSIS_PROCESSES  # for long statement texts; 0: threads only
     auth_failure_delay_ms: int = DEFAULT_AUTH_FAILURE_DELAY_MS  # the first failed login's delay; doubles
     auth_failure_max_delay_ms: int = DEFAULT_AUTH_FAILURE_MAX_DELAY_MS
 
@@ -658,6 +662,7 @@ def _server(reader: _Reader, base: Path) -> ServerSettings:
             "auth_failure_max_delay_ms",
             "shutdown_grace_s",
             "max_statements_per_analyst",
+            "analysis_processes",
         }
     )
     port = reader.get("port", int, DEFAULT_PORT)
@@ -696,6 +701,9 @@ def _server(reader: _Reader, base: Path) -> ServerSettings:
     per_analyst = reader.get("max_statements_per_analyst", int, DEFAULT_MAX_STATEMENTS_PER_ANALYST)
     if per_analyst < 1:
         raise reader.fail("max_statements_per_analyst", "must be a positive integer")
+    analysis_processes = reader.get("analysis_processes", int, DEFAULT_ANALYSIS_PROCESSES)
+    if not 0 <= analysis_processes <= 64:
+        raise reader.fail("analysis_processes", "must be an integer from 0 (analyse in threads) to 64")
     grace = float(reader.get("shutdown_grace_s", (int, float), 30.0))
     if not 0 <= grace <= 3600:
         raise reader.fail("shutdown_grace_s", "must be a number of seconds in [0, 3600]")
@@ -720,6 +728,7 @@ def _server(reader: _Reader, base: Path) -> ServerSettings:
         auth_failure_max_delay_ms=ceiling,
         shutdown_grace_s=grace,
         max_statements_per_analyst=per_analyst,
+        analysis_processes=analysis_processes,
     )
 
 

@@ -32,4 +32,6 @@ def _sort_conjuncts(node: exp.Expression) -> exp.Expression:
 
 
 def _text(node: exp.Expression) -> str:
-    return node.sql(dialect="postgres")
+    """The node's SQL. A literal (most IN-list items) is generated in place: copying it first, as
+    sqlglot does by default, made ordering a 1,000-value IN list cost a fifth of a second."""
+    return node.sql(dialect="postgres", copy=not isinstance(node, exp.Literal))

@@ -8,7 +8,7 @@ from typing import ClassVar
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ParseError, TokenError
-from sqlglot.tokens import TokenType
+from sqlglot.tokens import Token, TokenType
 
 from proxy.errors import ProgramLimitExceededError, QuerySyntaxError
 
@@ -63,6 +63,12 @@ def parse_statements(sql: str, *, max_tokens: int | None = None) -> list[exp.Exp
     except RecursionError:
         raise too_deep() from None
     return [tree for tree in trees if tree is not None]
+
+
+def statement_tokens(sql: str) -> list[Token]:
+    """The text's tokens as :func:`parse_statements` reads them (a text that does not tokenize was
+    refused by it already)."""
+    return _ClientPostgres().tokenize(sql)
 
 
 def too_deep() -> ProgramLimitExceededError:

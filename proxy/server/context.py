@@ -16,6 +16,7 @@ from proxy.config import (
     DEFAULT_MAX_STATEMENTS_PER_ANALYST,
 )
 from proxy.query.service import QueryService
+from proxy.server.analysis_pool import AnalysisPool
 from proxy.server.audit_trail import AuditWriter
 from proxy.server.cancel_keys import CancelKeys
 from proxy.server.statement_slots import StatementSlots
@@ -42,6 +43,7 @@ class SessionContext:
     statement_slots: StatementSlots = field(
         default_factory=lambda: StatementSlots(DEFAULT_MAX_STATEMENTS_PER_ANALYST)
     )
+    analysis_pool: AnalysisPool | None = None  # None: long texts are analysed in threads
     throttle: LoginThrottle = field(
         default_factory=lambda: LoginThrottle(
             base=DEFAULT_AUTH_FAILURE_DELAY_MS / 1000, ceiling=DEFAULT_AUTH_FAILURE_MAX_DELAY_MS / 1000

@@ -19,10 +19,12 @@ from proxy.config import DatasetPolicy, ServerSettings, VeilConfig
 from proxy.errors import BackendUnavailableError, ConfigError, TooManyConnectionsError
 from proxy.ledger_access import accountants, cap_steps, open_ledger
 from proxy.query.service import QueryService
+from proxy.server.analysis_pool import AnalysisPool
 from proxy.server.audit_trail import AuditWriter
 from proxy.server.connection import Connection
 from proxy.server.context import SessionContext
 from proxy.server.login import refuse_when_full
+from proxy.server.priority import at_statement_priority, statement_executor
 from proxy.server.reload import reload_policy
 from proxy.server.session import Session
 from proxy.server.statement_slots import StatementSlots
@@ -43,12 +45,12 @@ def build_context(config: VeilConfig, *, environ: Mapping[str, str] = NO_ENVIRON
     tls = tls_context(config.server)  # before anything is opened: a bad certificate stops the start-up
     ledger = open_ledger(config, environ)
     ledger.store.check_integrity()  # refuse to serve on a damaged ledger, with one line
-    sandbox = DuckDBBackend.sandbox()
+    sandbox = at_statement_priority(DuckDBBackend.sandbox)
     rng = secure_random_source()
     backends: dict[str, Backend] = {}
     try:
         for name, dataset in config.datasets.items():
-            backends[name] = _open_backend(dataset, environ)
+            backends[name] = at_statement_priority(_open_backend, dataset, environ)
     except BaseException:
         for backend in backends.values():
             backend.close()
@@ -75,6 +77,9 @@ def build_context(config: VeilConfig, *, environ: Mapping[str, str] = NO_ENVIRON
         tls=tls,
         require_tls_for_remote=config.server.require_tls_for_remote,
         statement_slots=StatementSlots(config.server.max_statements_per_analyst),
+        analysis_pool=AnalysisPool(config.server.analysis_processes)
+        if config.server.analysis_processes
+        else None,
         throttle=LoginThrottle(
             base=config.server.auth_failure_delay_ms / 1000,
             ceiling=config.server.auth_failure_max_delay_ms / 1000,
@@ -251,8 +256,9 @@ def run_server(
     server = VeilServer(config, context)
 
     async def main() -> None:
-        bound = await server.start(host, port)
         loop = asyncio.get_running_loop()
+        loop.set_default_executor(statement_executor())  # statements below the wire (priority.py)
+        bound = await server.start(host, port)
         if reload_config is not None:
             loop.add_signal_handler(signal.SIGHUP, server.reload, reload_config)
         grace = config.server.shutdown_grace_s
@@ -260,4 +266,8 @@ def run_server(
         on_ready(bound)
         await server.serve_forever()
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    finally:
+        if context.analysis_pool is not None:
+            context.analysis_pool.close()

@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import ParamSpec, TypeVar
+from typing import NoReturn, ParamSpec, TypeVar
 
 from proxy.analysis.parameters import Tree, parameterized_statement
 from proxy.analysis.statements import DeallocateStatement, classify
@@ -34,6 +34,7 @@ from proxy.errors import (
 )
 from proxy.query.service import Description, Principal, QueryService, StatementOutcome
 from proxy.release.apply import ResultColumn
+from proxy.server.analysis_pool import RefusedStatement, parse_accepted
 from proxy.server.audit_trail import AuditTrail
 from proxy.server.connection import READ_CHUNK, ClientGone, Connection
 from proxy.server.context import SessionContext
@@ -259,6 +260,9 @@ class Session:
             if not trees:
                 out.append(wire.empty_query_response())
             for tree in trees:
+                if isinstance(tree, RefusedStatement):
+                    statement = tree.text
+                    self._refuse_statement(tree)
                 statement = service.statement_text(tree)
                 outcome = await self._run(tree, statement, service, principal, audit)
                 messages = _outcome_messages(outcome)
@@ -397,16 +401,34 @@ class Session:
         if self.skipping or len(self.pending) > FLUSH_THRESHOLD:
             await self._flush()  # an error goes out at once, as PostgreSQL's does: clients wait for it
 
-    async def _parsed(self, service: QueryService, sql: str) -> list[Tree]:
-        """Parsed on the event loop when short (a thread hop would cost more than the parse), in a
-        worker thread when long, so that a big statement never holds up other sessions' logins."""
+    async def _parsed(self, service: QueryService, sql: str) -> list[Tree | RefusedStatement]:
+        """Parsed on the event loop when short (a thread hop would cost more than the parse). A long
+        text is analysed first in a worker process (proxy/server/analysis_pool.py), because a parse
+        holds the GIL throughout: what it refuses never reaches this process's parser, the rest is
+        parsed in a worker thread."""
         if len(sql) <= PARSE_ON_LOOP_CHARS:
             return service.parse(sql)
-        return await self._in_worker(service.parse, sql)
+        pool = self.context.analysis_pool
+        verdict = None if pool is None else await pool.verdict(service.dataset, sql)
+        if verdict is not None and verdict.refusal is not None:
+            raise verdict.refusal
+        if verdict is None or not any(s.refusal for s in verdict.statements):
+            return await self._in_worker(service.parse, sql)
+        return await self._in_worker(parse_accepted, service, sql, verdict)
+
+    def _refuse_statement(self, refused: RefusedStatement) -> NoReturn:
+        """What the pipeline would answer this statement: inside a failed block, that the block is
+        aborted; otherwise the refusal the analysis worker found."""
+        self._check_transaction(None)
+        raise refused.refusal
 
     async def _parse(self, message: wire.Parse, service: QueryService, attempt: _Attempt) -> None:
         attempt.statement = message.query
-        statement = parameterized_statement(await self._parsed(service, message.query), service.dataset)
+        trees = await self._parsed(service, message.query)
+        for tree in trees:
+            if isinstance(tree, RefusedStatement):
+                self._refuse_statement(tree)
+        statement = parameterized_statement(trees, service.dataset)  # type: ignore[arg-type]
         if statement.tree is not None:
             self._check_transaction(service.transaction_tag(statement.tree))
         types = parameter_types(message.param_type_oids, statement)

@@ -3,7 +3,10 @@
 1. Login latency (connect + SCRAM + ``SELECT 1``, psycopg) on an idle ``veil serve``, then while 8
    connections of other analysts keep sending the heaviest statements allowed — an IN list near
    ``max_tokens`` (analysis) and a join that keeps the engine busy — measured in the same run, as a
-   ratio (goal ≤ 3×). The server's peak RSS (VmHWM of its process) after the load.
+   ratio (goal ≤ 3×). Three loads — only long texts (``analysis``), only the join (``engine``), both
+   alternating — each with long texts analysed in worker processes (``analysis_processes = 2``, the
+   default) and in the server process (``0``, the previous design). The server's peak RSS (VmHWM of
+   its process, not counting the workers) after the load.
 2. How long a statement of 1k / 10k / 20k ``OR``ed comparisons or ``IN`` values takes to be answered
    or refused, in process (goal: linear, 20k < 1 s).
 """
@@ -43,9 +46,19 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def test_login_latency_under_heavy_statements(tmp_path: Path) -> None:
+def analysis(load: str, n: int) -> bool:
+    """Whether the load's n-th statement is the long text (else the engine-heavy join)."""
+    return load == "analysis" or (load == "both" and n % 2 == 1)
+
+
+@pytest.mark.parametrize("processes", [2, 0], ids=["analysis-processes", "threads-only"])
+@pytest.mark.parametrize("load", ["analysis", "engine", "both"])
+def test_login_latency_under_heavy_statements(tmp_path: Path, load: str, processes: int) -> None:
     config = with_server_settings(
-        build_slow_dataset(tmp_path / "slow"), "bench.toml", auth_failure_delay_ms=0
+        build_slow_dataset(tmp_path / "slow"),
+        "bench.toml",
+        auth_failure_delay_ms=0,
+        analysis_processes=processes,
     )
     admin = Admin(config)
     newcomer = admin.add_analyst(1.0, prefix="newcomer")
@@ -54,17 +67,19 @@ def test_login_latency_under_heavy_statements(tmp_path: Path) -> None:
         idle = login_times(server, newcomer)
         stop = threading.Event()
 
-        def load(analyst) -> None:  # type: ignore[no-untyped-def]
+        def keep_busy(analyst) -> None:  # type: ignore[no-untyped-def]
             with connect(server, analyst) as connection:
                 n = 0
                 while not stop.is_set():
                     with contextlib.suppress(psycopg.Error):
                         connection.execute(
-                            HEAVY + f" AND v > -{n}" if n % 2 else MEDIUM_QUERY + f" AND a.v > -{n}"
+                            HEAVY + f" AND v > -{n}"
+                            if analysis(load, n)
+                            else MEDIUM_QUERY + f" AND a.v > -{n}"
                         )
                     n += 1
 
-        workers = [threading.Thread(target=load, args=(analyst,)) for analyst in loaders]
+        workers = [threading.Thread(target=keep_busy, args=(analyst,)) for analyst in loaders]
         for worker in workers:
             worker.start()
         time.sleep(2)
@@ -77,7 +92,7 @@ def test_login_latency_under_heavy_statements(tmp_path: Path) -> None:
     p50 = (statistics.median(idle), statistics.median(loaded))
     p99 = (percentile(idle, 0.99), percentile(loaded, 0.99))
     print(
-        f"\nlogin + SELECT 1, {LOGINS} each: idle p50 {p50[0]:.1f} ms p99 {p99[0]:.1f} ms; "
+        f"\n{load} load, analysis_processes = {processes} — login + SELECT 1, {LOGINS} each: idle p50 {p50[0]:.1f} ms p99 {p99[0]:.1f} ms; "
         f"under 8 heavy connections p50 {p50[1]:.1f} ms p99 {p99[1]:.1f} ms; "
         f"ratio p50 {p50[1] / p50[0]:.2f}×, p99 {p99[1] / p99[0]:.2f}×; server {peak}"
     )

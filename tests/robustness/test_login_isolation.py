@@ -42,3 +42,21 @@ def test_a_login_is_served_while_every_worker_thread_runs_a_slow_query(tmp_path:
                 connection.cancel_safe(timeout=5)
                 worker.join(1)
     assert still_running == BUSY, "the slow queries ended before the login: nothing was tested"
+
+
+def test_statement_and_engine_threads_run_below_the_wire(tmp_path: Path) -> None:
+    """proxy/server/priority.py in a real server: after a statement, the threads that ran it and
+    DuckDB's workers are ten nice levels below the main thread (event loop), which is not lowered."""
+    config = build_slow_dataset(tmp_path / "slow")
+    admin = Admin(config)
+    with running_server(config, tmp_path / "serve.log") as server:
+        with connect(server, admin.add_analyst(1.0)) as connection:
+            connection.execute("SELECT COUNT(*) FROM medium").fetchone()
+        pid = server.process.pid
+        levels = {}
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(FileNotFoundError):
+                levels[int(task.name)] = int((task / "stat").read_text().rsplit(")", 1)[1].split()[16])
+    main = levels.pop(pid)
+    lowered = [level for level in levels.values() if level == min(19, main + 10)]
+    assert len(lowered) >= 2, levels  # a statement thread and DuckDB's worker(s)
