@@ -39,7 +39,7 @@ from budget.errors import (
 )
 from budget.loss import ZERO_LOSS, PrivacyLoss
 from budget.schema import SCHEMA_VERSION, check_version, ensure_schema
-from budget.store import LedgerStore, Transaction, open_store
+from budget.store import BUSY_TIMEOUT_SECONDS, LedgerStore, Transaction, open_store
 from budget.totals import Release, Totals
 
 _NAME = re.compile(r"[A-Za-z0-9_.\-]{1,63}")
@@ -177,11 +177,17 @@ class Ledger:
 
     @classmethod
     def create(
-        cls, location: str | Path, *, clock: Callable[[], datetime] = _utc_now, schema: str | None = None
+        cls,
+        location: str | Path,
+        *,
+        clock: Callable[[], datetime] = _utc_now,
+        schema: str | None = None,
+        lock_timeout: float = BUSY_TIMEOUT_SECONDS,
     ) -> Ledger:
         """Create a ledger at ``location`` (a file path, or a PostgreSQL DSN with the ledger's
-        ``schema``), or open and upgrade the one already there (idempotent)."""
-        store = open_store(location, create=True, schema=schema)
+        ``schema``), or open and upgrade the one already there (idempotent). ``lock_timeout``: how long
+        a transaction waits for a lock another holds before it fails as locked (55P03)."""
+        store = open_store(location, create=True, schema=schema, lock_timeout=lock_timeout)
         with _closed_on_error(store):
             # An upgrade rebuilds the totals in the same transaction: a process that opened the
             # ledger in between would otherwise see no spending at all.
@@ -190,16 +196,21 @@ class Ledger:
 
     @classmethod
     def open(
-        cls, location: str | Path, *, clock: Callable[[], datetime] = _utc_now, schema: str | None = None
+        cls,
+        location: str | Path,
+        *,
+        clock: Callable[[], datetime] = _utc_now,
+        schema: str | None = None,
+        lock_timeout: float = BUSY_TIMEOUT_SECONDS,
     ) -> Ledger:
         """Open an existing ledger; unlike :meth:`create` it never makes a file or tables (but it
         upgrades an older ledger in place)."""
-        store = open_store(location, schema=schema)
+        store = open_store(location, schema=schema, lock_timeout=lock_timeout)
         with _closed_on_error(store), store.transaction(write=False) as transaction:
             outdated = check_version(store, transaction) < SCHEMA_VERSION
         if outdated:
             store.close()
-            return cls.create(location, clock=clock, schema=schema)
+            return cls.create(location, clock=clock, schema=schema, lock_timeout=lock_timeout)
         return cls(store, clock=clock)
 
     @property

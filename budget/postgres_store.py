@@ -68,7 +68,12 @@ class PostgresStore:
         return f"{self.location} (schema {self.schema})"
 
     def __init__(
-        self, dsn: str, *, schema: str = DEFAULT_SCHEMA, max_connections: int = DEFAULT_MAX_CONNECTIONS
+        self,
+        dsn: str,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        lock_timeout: float = BUSY_TIMEOUT_SECONDS,
     ) -> None:
         if not _SCHEMA_NAME.fullmatch(schema):
             raise LedgerStoreError(
@@ -80,6 +85,7 @@ class PostgresStore:
         except psycopg.ProgrammingError as error:
             raise LedgerStoreError(f"the ledger DSN is not valid: {error}") from None
         self.schema = schema
+        self.lock_timeout = lock_timeout  # waiting for a free connection; PostgreSQL's locks: lock_timeout
         self._dsn = make_conninfo(**parts)  # type: ignore[arg-type]
         self.location = make_conninfo(**{k: v for k, v in parts.items() if k != "password"})  # type: ignore[arg-type]
         self._slots = threading.BoundedSemaphore(max_connections)
@@ -89,10 +95,10 @@ class PostgresStore:
 
     @contextmanager
     def transaction(self, *, write: bool, durable: bool = True) -> Iterator[Transaction]:
-        if not self._slots.acquire(timeout=BUSY_TIMEOUT_SECONDS):
+        if not self._slots.acquire(timeout=self.lock_timeout):
             raise LedgerStoreError(
                 f"cannot use the ledger at {self.description}: all its connections stayed busy for"
-                f" {BUSY_TIMEOUT_SECONDS:g} s",
+                f" {self.lock_timeout:g} s",
                 hint="check for long-running transactions on the ledger's PostgreSQL server",
             )
         try:
@@ -155,6 +161,8 @@ class PostgresStore:
                 self._dsn, autocommit=True, connect_timeout=10, cursor_factory=psycopg.ClientCursor
             )
             connection.execute(pgsql.SQL("SET search_path TO {}").format(pgsql.Identifier(self.schema)))
+            # a row another process holds locked fails the transaction as "locked" (55P03), not a wait
+            connection.execute(pgsql.SQL("SET lock_timeout = {}").format(int(self.lock_timeout * 1000)))
         except psycopg.Error as error:
             raise LedgerStoreError(
                 f"cannot connect to the ledger at {self.description}: {str(error).strip()}",

@@ -65,8 +65,11 @@ class SQLiteStore:
     dialect = "sqlite"
     lock_suffix = ""
 
-    def __init__(self, path: Path, *, create: bool = False) -> None:
+    def __init__(
+        self, path: Path, *, create: bool = False, lock_timeout: float = BUSY_TIMEOUT_SECONDS
+    ) -> None:
         self.path = Path(path)
+        self.lock_timeout = lock_timeout
         self.location = self.description = str(self.path)
         if not create and not self.path.is_file():
             raise LedgerStoreError(f"no ledger at {self.path}; {CREATE_HINT}", hint=CREATE_HINT)
@@ -89,9 +92,9 @@ class SQLiteStore:
         """Threads of this process queue for SQLite's write lock here, in turn. SQLite makes a writer
         that finds the lock taken sleep and retry (its busy handler), so with many threads most of
         the time goes to sleeping while the lock is free; other processes still wait that way."""
-        if not self._writer.acquire(timeout=BUSY_TIMEOUT_SECONDS):
+        if not self._writer.acquire(timeout=self.lock_timeout):
             raise LedgerStoreError(
-                f"cannot use the ledger at {self.location}: another thread held it for {BUSY_TIMEOUT_SECONDS:g} s",
+                f"cannot use the ledger at {self.location}: another thread held it for {self.lock_timeout:g} s",
                 hint="check for a stuck veil process",
                 fault="locked",
             )
@@ -148,7 +151,7 @@ class SQLiteStore:
                 connection = sqlite3.connect(
                     self._uri,
                     uri=True,
-                    timeout=BUSY_TIMEOUT_SECONDS,
+                    timeout=self.lock_timeout,
                     isolation_level=None,
                     check_same_thread=False,
                 )
@@ -187,15 +190,21 @@ def _sqlite_fault(name: str) -> str:
     return "unavailable"
 
 
-def open_store(location: str | Path, *, create: bool = False, schema: str | None = None) -> LedgerStore:
+def open_store(
+    location: str | Path,
+    *,
+    create: bool = False,
+    schema: str | None = None,
+    lock_timeout: float = BUSY_TIMEOUT_SECONDS,
+) -> LedgerStore:
     """A DSN (``postgresql://…`` or ``host=… dbname=…``) opens a PostgreSQL ledger in ``schema``
     (default ``veil_ledger``); anything else is the path of an SQLite file."""
     text = str(location)
     if is_dsn(text):
         from budget.postgres_store import DEFAULT_SCHEMA, PostgresStore  # psycopg: only for this store
 
-        return PostgresStore(text, schema=schema or DEFAULT_SCHEMA)
-    return SQLiteStore(Path(location), create=create)
+        return PostgresStore(text, schema=schema or DEFAULT_SCHEMA, lock_timeout=lock_timeout)
+    return SQLiteStore(Path(location), create=create, lock_timeout=lock_timeout)
 
 
 def is_dsn(location: str) -> bool:

@@ -46,9 +46,8 @@ DEFAULT_AUTHENTICATION_TIMEOUT_S = 60.0  # PostgreSQL's authentication_timeout
 DEFAULT_AUTH_FAILURE_DELAY_MS = 100  # failed logins per (address, role): 0.1 s, 0.2 s, 0.4 s …
 DEFAULT_AUTH_FAILURE_MAX_DELAY_MS = 10_000
 DEFAULT_MAX_STATEMENTS_PER_ANALYST = 4  # statements of one analyst running at once, all connections
-DEFAULT_ANALYSIS_PROCESSES = (
-    2  # worker processes that analyse long statement texts (proxy/server/analysis_pool.py)
-)
+DEFAULT_LEDGER_LOCK_TIMEOUT_S = 30.0  # how long a ledger transaction waits for a lock another holds
+DEFAULT_ANALYSIS_PROCESSES = 2  # workers that analyse long statement texts (server/analysis_pool.py)
 MIN_MAX_MESSAGE_SIZE = 1024  # below this, ordinary startup packets and queries would not fit
 DUCKDB = "duckdb"
 POSTGRES = "postgres"
@@ -221,6 +220,7 @@ class LedgerSettings:
     dsn: str | None = None
     dsn_env: str | None = None
     schema: str = DEFAULT_LEDGER_SCHEMA
+    lock_timeout_s: float = DEFAULT_LEDGER_LOCK_TIMEOUT_S  # waiting for the ledger, then 55P03
 
     @property
     def shared(self) -> bool:
@@ -597,7 +597,10 @@ def _check_dsn(reader: _Reader, dsn: str) -> None:
 
 def _ledger(reader: _Reader, base: Path) -> LedgerSettings:
     """``path`` (an SQLite file, the default) or ``dsn`` / ``dsn_env`` (PostgreSQL) with ``schema``."""
-    reader.reject_unknown({"path", "dsn", "dsn_env", "schema"})
+    reader.reject_unknown({"path", "dsn", "dsn_env", "schema", "lock_timeout_s"})
+    lock_timeout = float(reader.get("lock_timeout_s", (int, float), DEFAULT_LEDGER_LOCK_TIMEOUT_S))
+    if not 0 < lock_timeout <= 600:
+        raise reader.fail("lock_timeout_s", "must be a number of seconds in (0, 600]")
     given = [key for key in ("path", "dsn", "dsn_env") if key in reader.data]
     if len(given) > 1:
         raise reader.fail(
@@ -612,7 +615,7 @@ def _ledger(reader: _Reader, base: Path) -> LedgerSettings:
             raise reader.fail("path", "must not be empty")
         if is_ledger_dsn(path):
             raise reader.fail("path", "looks like a connection string; a PostgreSQL ledger is named with dsn")
-        return LedgerSettings(path=base / path)
+        return LedgerSettings(path=base / path, lock_timeout_s=lock_timeout)
     dsn = reader.get("dsn", str)
     dsn_env = reader.get("dsn_env", str)
     if dsn is not None:
@@ -624,7 +627,8 @@ def _ledger(reader: _Reader, base: Path) -> LedgerSettings:
                 hint=LEDGER_DSN_HINT,
             )
     _check_dsn_env(reader, dsn_env)
-    return LedgerSettings(dsn=dsn, dsn_env=dsn_env, schema=_schema(reader, DEFAULT_LEDGER_SCHEMA))
+    schema = _schema(reader, DEFAULT_LEDGER_SCHEMA)
+    return LedgerSettings(dsn=dsn, dsn_env=dsn_env, schema=schema, lock_timeout_s=lock_timeout)
 
 
 def parse_config(text: str, *, path: Path) -> VeilConfig:

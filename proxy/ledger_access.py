@@ -43,9 +43,10 @@ def open_ledger(config: VeilConfig, environ: Mapping[str, str], *, create: bool 
             hint=f"the first `veil analyst add NAME` creates it, or set ledger.path in {config.path} "
             "to an existing ledger",
         )
+    timeout = settings.lock_timeout_s
     if create:
-        return Ledger.create(location, schema=schema)
-    return Ledger.open(location, schema=schema)
+        return Ledger.create(location, schema=schema, lock_timeout=timeout)
+    return Ledger.open(location, schema=schema, lock_timeout=timeout)
 
 
 def describe_ledger(settings: LedgerSettings) -> str:
