@@ -151,6 +151,7 @@ class DatasetPolicy:
     min_epsilon: float = DEFAULT_MIN_EPSILON  # the ε floor: SET veil.epsilon below it is refused
     response_deadline_ms: int | None = None  # constant-time release (docs/privacy.md); None: off
     cap_visibility: str = "coarse"  # what analysts see of the dataset cap: "coarse" or "exact"
+    research_modes: bool = False  # mechanisms kept for reproducing papers only (veil.ttest_mode = paper)
 
     @property
     def cap_step(self) -> float | None:
@@ -457,7 +458,7 @@ def _dataset(reader: _Reader, name: str, base: Path, server: ServerSettings) -> 
     reader.reject_unknown(
         {"backend", "path", "dsn", "dsn_env", "schema", "pool_size", "statement_timeout_ms"}
         | {"default_epsilon", "max_epsilon", "min_epsilon", "accountant", "answer_cache", "tables"}
-        | {"response_deadline_ms", "cap_visibility", "limits"}
+        | {"response_deadline_ms", "cap_visibility", "limits", "research_modes"}
     )
     backend = reader.get("backend", str, DUCKDB)
     if backend not in BACKENDS:
@@ -479,6 +480,7 @@ def _dataset(reader: _Reader, name: str, base: Path, server: ServerSettings) -> 
     accounting = {
         "accountant": accountant,
         "answer_cache": reader.get("answer_cache", bool, True),
+        "research_modes": reader.get("research_modes", bool, False),
         "min_epsilon": min_epsilon,
         **_side_channel_keys(reader, server),
     }

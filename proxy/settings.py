@@ -58,6 +58,15 @@ def _mechanism(value: str) -> str:
     return value.lower()
 
 
+def _ttest_mode(value: str) -> str:
+    if value.lower() not in ("sound", "paper"):
+        raise InvalidParameterValueError(
+            f'invalid value for parameter "veil.ttest_mode": "{value}"',
+            hint="use sound (the default), or paper where the dataset's policy enables research_modes",
+        )
+    return value.lower()
+
+
 def _on_off(value: str) -> str:
     words = {
         "on": "on",
@@ -104,6 +113,13 @@ SETTINGS: tuple[Setting, ...] = (
         "laplace",
         "laplace (pure ε) or gaussian ((ε, δ) with veil.delta > 0, split over the noisy quantities).",
         _mechanism,
+    ),
+    Setting(
+        "veil.ttest_mode",
+        "sound",
+        "veil_ttest's smooth bound: sound (proven), or paper (the seed's Algorithm 8, for reproduction; "
+        "only where the dataset's policy sets research_modes = true).",
+        _ttest_mode,
     ),
     Setting(
         "veil.other_row",

@@ -8,7 +8,7 @@ from typing import ClassVar
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ParseError, TokenError
-from sqlglot.tokens import Token, TokenType
+from sqlglot.tokens import TokenType
 
 from proxy.errors import ProgramLimitExceededError, QuerySyntaxError
 
@@ -65,10 +65,23 @@ def parse_statements(sql: str, *, max_tokens: int | None = None) -> list[exp.Exp
     return [tree for tree in trees if tree is not None]
 
 
-def statement_tokens(sql: str) -> list[Token]:
-    """The text's tokens as :func:`parse_statements` reads them (a text that does not tokenize was
-    refused by it already)."""
-    return _ClientPostgres().tokenize(sql)
+def statement_spans(sql: str) -> list[tuple[int, int]]:
+    """The character span of each non-empty statement, split at top-level semicolons as sqlglot's
+    parser splits its tokens."""
+    spans: list[tuple[int, int]] = []
+    first: int | None = None
+    last = 0
+    for token in _ClientPostgres().tokenize(sql):
+        if token.token_type == TokenType.SEMICOLON:
+            if first is not None:
+                spans.append((first, last + 1))
+            first = None
+            continue
+        first = token.start if first is None else first
+        last = token.end
+    if first is not None:
+        spans.append((first, last + 1))
+    return spans
 
 
 def too_deep() -> ProgramLimitExceededError:

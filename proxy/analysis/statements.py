@@ -11,6 +11,7 @@ from proxy.analysis.complexity import check_complexity
 from proxy.analysis.output_names import output_name
 from proxy.analysis.refusals import refuse
 from proxy.analysis.shape import QueryShape, query_shape, referenced_tables
+from proxy.analysis.ttest import TTestQuery, is_ttest, ttest_query
 from proxy.catalog.names import (
     calls_catalog_function,
     catalog_schema,
@@ -84,6 +85,13 @@ class PrivateQuery:
 
 
 @dataclass(frozen=True)
+class TTestStatement:
+    """``SELECT veil_ttest(value, predicate) FROM table …`` (proxy/analysis/ttest.py)."""
+
+    query: TTestQuery
+
+
+@dataclass(frozen=True)
 class BudgetQuery:
     """Reads the ``veil.budget`` view: the analyst's own budget, from the ledger — no data, no
     cost. ``tree`` names the view ``BUDGET_TABLE``, as the sandbox that answers it registers it."""
@@ -113,6 +121,7 @@ Statement = (
     | ConstantQuery
     | PublicQuery
     | PrivateQuery
+    | TTestStatement
     | BudgetQuery
     | CatalogQuery
 )
@@ -151,6 +160,9 @@ def classify(tree: exp.Expression, dataset: DatasetPolicy) -> Statement:
             return PublicQuery(tree)
         check_complexity(tree, dataset.limits)
         _refuse_sampling(tree)
+        if is_ttest(tree):
+            assert isinstance(tree, exp.Select)
+            return TTestStatement(ttest_query(tree, dataset))
         return PrivateQuery(query_shape(tree, dataset))
     if isinstance(tree, exp.Select):
         if calls_catalog_function(tree):

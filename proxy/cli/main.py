@@ -1098,7 +1098,15 @@ def explain(
         click.echo(
             f"keys released only if their noisy number of people exceeds τ = {explanation.threshold:.4g}"
         )
-    print_table([dataclasses.asdict(m) for m in explanation.measurements], list(MEASUREMENT_COLUMNS))
+    print_table([_measurement_row(m) for m in explanation.measurements], list(MEASUREMENT_COLUMNS))
+    for note in explanation.notes:
+        click.echo(f"note: {note}")
+
+
+def _measurement_row(measurement: object) -> dict[str, object]:
+    """A measurement for the table: what depends on the data says so rather than printing nothing."""
+    row = dataclasses.asdict(measurement)  # type: ignore[call-overload]
+    return {key: "data-dependent" if value is None else value for key, value in row.items()}
 
 
 MEASUREMENT_COLUMNS = ("quantity", "mechanism", "sensitivity", "epsilon", "noise_scale", "error_bound_95")

@@ -4,22 +4,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mechanisms.ttest import noise_parameters
 from proxy.analysis.parse import parse_statements
-from proxy.analysis.statements import PrivateQuery, classify
+from proxy.analysis.statements import PrivateQuery, TTestStatement, classify
+from proxy.analysis.ttest import TTestQuery
 from proxy.backends.base import Backend
 from proxy.config import DatasetPolicy
 from proxy.errors import UnsupportedQueryError
 from proxy.query.planning import checked_epsilon, histogram_queries, prepare_release, resolve_group_domains
+from proxy.query.ttest import plan_ttest
 
 
 @dataclass(frozen=True)
 class MeasurementExplanation:
     quantity: str
     mechanism: str
-    sensitivity: float
+    sensitivity: float | None  # None: it depends on the data (veil_ttest's smooth sensitivity)
     epsilon: float
-    noise_scale: float
-    error_bound_95: float  # no cell's noise exceeds this with probability >= 95% (union bound)
+    noise_scale: float | None
+    error_bound_95: float | None  # no cell's noise exceeds this with probability >= 95% (union bound)
     delta: float  # this measurement's share of δ (Gaussian noise), else 0
 
 
@@ -33,6 +36,7 @@ class Explanation:
     threshold: float | None
     measurements: tuple[MeasurementExplanation, ...]
     threshold_delta: float  # δ_τ: the share of δ the threshold τ is calibrated for
+    notes: tuple[str, ...] = ()
 
 
 def explain_query(
@@ -50,6 +54,8 @@ def explain_query(
     if len(trees) != 1:
         raise UnsupportedQueryError("explain takes exactly one statement")
     statement = classify(trees[0], dataset)
+    if isinstance(statement, TTestStatement):
+        return _explain_ttest(statement.query, dataset, epsilon=epsilon, delta=delta, dialect=backend.dialect)
     if not isinstance(statement, PrivateQuery):
         raise UnsupportedQueryError("only queries on private tables have a privacy cost to explain")
     shape = resolve_group_domains(statement.shape, execute=backend.execute, dialect=backend.dialect)
@@ -85,3 +91,38 @@ def explain_query(
         measurements,
         plan.threshold_delta,
     )
+
+
+def _explain_ttest(
+    query: TTestQuery, dataset: DatasetPolicy, *, epsilon: float | None, delta: float, dialect: str
+) -> Explanation:
+    """A t-test's price and noise, as far as they are known before any row is read: the noise of t is
+    S/α, and S depends on the data, so the floor the analyst can count on is printed instead."""
+    plan = plan_ttest(
+        query,
+        epsilon=checked_epsilon(dataset, epsilon),
+        delta=delta,
+        mode="sound",
+        research_modes=dataset.research_modes,
+        dialect=dialect,
+    )
+    t_share, scale_share, sizes_share = plan.shares
+    alpha, beta = noise_parameters(epsilon=t_share, delta=plan.delta)
+    measurements = [
+        MeasurementExplanation("t", "smooth-sensitivity gaussian", None, t_share, None, None, plan.delta),
+        MeasurementExplanation(
+            "noise_sd (estimate)", "laplace on ln(S/α)", beta, scale_share, beta / scale_share, None, 0.0
+        ),
+    ]
+    if sizes_share:
+        measurements.append(
+            MeasurementExplanation("n_a, n_b", "laplace", 2.0, sizes_share, 2 / sizes_share, None, 0.0)
+        )
+    notes = (
+        f"the noise added to t has s.d. S/α with α = {alpha:.4g} (β = {beta:.4g}); S is the smooth "
+        "sensitivity of t on the data, at least about 2·|t|, so the noise s.d. is at least "
+        f"{plan.noise_floor():.3g}·|t|: a t smaller than that is hard to tell from its noise",
+        f"dummy records at {plan.dummies[0]:g} and {plan.dummies[1]:g} (after shifting {query.value.name} "
+        f"by its lower bound) are added to both groups",
+    )
+    return Explanation(plan.sql, {}, plan.epsilon, 1, plan.delta, None, tuple(measurements), 0.0, notes)

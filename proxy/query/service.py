@@ -22,6 +22,7 @@ from budget.accountants import Accountant
 from budget.answer_cache import CacheKey
 from budget.audit import Charge
 from budget.ledger import BASIC, Ledger
+from budget.totals import Release
 from mechanisms.random_source import RandomSource
 from proxy import __version__
 from proxy.analysis.output_names import output_name
@@ -41,9 +42,11 @@ from proxy.analysis.statements import (
     ShowStatement,
     Statement,
     TransactionStatement,
+    TTestStatement,
     classify,
     classify_transaction,
 )
+from proxy.analysis.ttest import TTestQuery
 from proxy.backends.base import Backend
 from proxy.backends.duckdb import DuckDBBackend
 from proxy.backends.interrupts import response_deadline
@@ -67,6 +70,14 @@ from proxy.query.planning import (
     resolve_group_domains,
     totals_query,
     typed_key_rows,
+)
+from proxy.query.ttest import NOTE as P_VALUE_NOTE
+from proxy.query.ttest import (
+    TTestPlan,
+    answer_ttest,
+    plan_ttest,
+    ttest_columns,
+    ttest_cost,
 )
 from proxy.release.apply import ReleasedTable, ResultColumn, noisy_columns, release
 from proxy.release.cache_key import answer_digest
@@ -190,9 +201,12 @@ class QueryService:
     ) -> StatementOutcome:
         """``text``: the statement as :meth:`statement_text` gives it, if the caller has it already."""
         statement = _classified(tree, self.dataset)
-        if isinstance(statement, PrivateQuery):
+        if isinstance(statement, PrivateQuery | TTestStatement):
             text = self.statement_text(tree) if text is None else text
-            return self._answer_privately(statement.shape, text, principal=principal, settings=settings)
+            with response_deadline(self.dataset.response_deadline_ms):  # constant-time release, if set
+                if isinstance(statement, TTestStatement):
+                    return self._answer_ttest(statement.query, text, principal=principal, settings=settings)
+                return self._answer_and_charge(statement.shape, text, principal=principal, settings=settings)
         return self._dispatch(statement, settings=settings, principal=principal)
 
     def describe(
@@ -209,6 +223,8 @@ class QueryService:
         statement = _classified(tree, self.dataset)
         if isinstance(statement, PrivateQuery):
             return Description(self._planned_columns(statement.shape, settings))
+        if isinstance(statement, TTestStatement):
+            return Description(ttest_columns(self._ttest_plan(statement.query, settings)))
         if isinstance(statement, _CHANGES_THE_SESSION):
             return Description(None)
         outcome = self._dispatch(statement, settings=settings, principal=principal)
@@ -273,13 +289,6 @@ class QueryService:
         chosen = settings.get("veil.epsilon")
         return checked_epsilon(self.dataset, float(chosen) if chosen else None)
 
-    def _answer_privately(
-        self, shape: QueryShape, text: str, *, principal: Principal, settings: SessionSettings
-    ) -> StatementOutcome:
-        """At the dataset's response deadline if it has one (constant-time release), else at once."""
-        with response_deadline(self.dataset.response_deadline_ms):
-            return self._answer_and_charge(shape, text, principal=principal, settings=settings)
-
     def _answer_and_charge(
         self, shape: QueryShape, text: str, *, principal: Principal, settings: SessionSettings
     ) -> StatementOutcome:
@@ -300,35 +309,54 @@ class QueryService:
             return self._respond(
                 plan, decode_table(stored), principal=principal, settings=settings, cached=True
             )
+
+        def measure(execute: Execute) -> ReleasedTable:
+            nonlocal plan, sql, shape
+            if shape.table.auto_contributions:
+                shape = choose_contribution_bound(
+                    shape, epsilon=plan.bound_epsilon, execute=execute, dialect=dialect, rng=self.rng
+                )
+                plan, sql = prepare_release(shape, epsilon=epsilon, dialect=dialect, **options)
+            return self._measure(plan, sql, execute=execute)
+
+        spend = _Spend(release_cost(plan), text, self._charge(plan, cached=False), plan.describe())
+        noisy = self._spend(spend, principal, measure, key)
+        return self._respond(plan, noisy, principal=principal, settings=settings, cached=False)
+
+    def _spend(
+        self,
+        spend: _Spend,
+        principal: Principal,
+        measure: Callable[[Execute], ReleasedTable],
+        key: CacheKey | None,
+    ) -> ReleasedTable:
+        """Reserve, measure, commit — nothing is read from private rows before the reservation exists.
+        Once an engine query has been sent the statement is charged whatever becomes of it; only a
+        failure before the engine saw the query cancels the reservation."""
         reservation = self.ledger.reserve(
             principal.name,
             self.dataset.name,
-            release_cost(plan),
-            statement=text,
+            spend.cost,
+            statement=spend.text,
             accountant=self.accountant,
             cap_step=self.dataset.cap_step,
         )
         engine = _EngineCalls(self.backend.execute)
         try:
-            if shape.table.auto_contributions:
-                shape = choose_contribution_bound(
-                    shape, epsilon=plan.bound_epsilon, execute=engine.execute, dialect=dialect, rng=self.rng
-                )
-                plan, sql = prepare_release(shape, epsilon=epsilon, dialect=dialect, **options)
-            noisy = self._measure(plan, sql, execute=engine.execute)
+            noisy = measure(engine.execute)
         except BaseException as error:
             if not engine.sent:
                 self.ledger.cancel(reservation)
                 raise
             self.ledger.commit(reservation)
-            raise self._charged_failure(error, plan) from None
+            raise self._charged_failure(error, spend) from None
         self.ledger.commit(reservation)  # noisy values exist: from here on the spend stands
         if key is not None:
             self.ledger.answer_cache.put(key, encode_table(noisy), spend_id=reservation)
-        log.info("released analyst=%s dataset=%s epsilon=%s", principal.name, self.dataset.name, plan.epsilon)
-        return self._respond(plan, noisy, principal=principal, settings=settings, cached=False)
+        log.info("released analyst=%s dataset=%s %s", principal.name, self.dataset.name, spend.description)
+        return noisy
 
-    def _charged_failure(self, error: BaseException, plan: ReleasePlan) -> BaseException:
+    def _charged_failure(self, error: BaseException, spend: _Spend) -> BaseException:
         """The error a charged failure ends with. A stop (cancel, timeout, deadline, disconnection)
         keeps its own fixed words; any other failure becomes one constant engine error, so that *how* a
         query failed says no more than *that* it failed. The original goes to the server log only."""
@@ -344,8 +372,8 @@ class QueryService:
                 "the database engine failed while answering the query",
                 hint="the details are in the server log; try the query again or narrow it",
             )
-        failure.charge = self._charge(plan, cached=False)
-        note = f"this failed query was charged {plan.describe()}, since the engine had read private rows"
+        failure.charge = spend.charge
+        note = f"this failed query was charged {spend.description}, since the engine had read private rows"
         failure.detail = f"{failure.detail}; {note}" if failure.detail else note
         return failure
 
@@ -374,16 +402,7 @@ class QueryService:
         cached: bool,
     ) -> StatementOutcome:
         table = self._postprocess(plan.shape, noisy)
-        balance = self.ledger.balance(principal.name, self.dataset.name, accountant=self.accountant)
-        left = (
-            f"{balance.remaining_epsilon:.6g} of {balance.granted_epsilon:.6g} ε remains on dataset "
-            f"{self.dataset.name} ({balance.accountant} composition)"
-        )
-        if cached:
-            spent = "this is the stored answer of the same query asked before, so it spent nothing"
-        else:
-            spent = f"this answer spent {plan.describe()}"
-        notices = [f"differential privacy: {spent}; {left}"]
+        notices = [self._spent_notice(principal, plan.describe(), cached=cached)]
         if settings.get("veil.show_error") == "on":
             cells = max(len(noisy.rows), 1)
             bounds = ", ".join(
@@ -397,6 +416,53 @@ class QueryService:
             charge=self._charge(plan, cached=cached),
         )
 
+    def _ttest_plan(self, query: TTestQuery, settings: SessionSettings) -> TTestPlan:
+        return plan_ttest(
+            query,
+            epsilon=self.epsilon(settings),
+            delta=float(settings.get("veil.delta")),
+            mode=settings.get("veil.ttest_mode"),
+            research_modes=self.dataset.research_modes,
+            dialect=self.backend.dialect,
+        )
+
+    def _answer_ttest(
+        self, query: TTestQuery, text: str, *, principal: Principal, settings: SessionSettings
+    ) -> StatementOutcome:
+        """A t-test: priced, looked up in the answer cache, then charged like any private query."""
+        plan = self._ttest_plan(query, settings)
+        key = None
+        if self.dataset.answer_cache:
+            key = CacheKey(principal.name, self.dataset.name, self.backend.data_version(), plan.digest())
+        stored = self.ledger.answer_cache.get(key) if key is not None else None
+        if stored is not None:
+            return self._ttest_outcome(plan, decode_table(stored), principal=principal, cached=True)
+        spend = _Spend(ttest_cost(plan), text, self._ttest_charge(plan, cached=False), plan.describe())
+        noisy = self._spend(
+            spend, principal, lambda execute: answer_ttest(plan, execute(plan.sql)[1], rng=self.rng), key
+        )
+        return self._ttest_outcome(plan, noisy, principal=principal, cached=False)
+
+    def _ttest_outcome(
+        self, plan: TTestPlan, noisy: ReleasedTable, *, principal: Principal, cached: bool
+    ) -> StatementOutcome:
+        notices = [self._spent_notice(principal, plan.describe(), cached=cached)]
+        if plan.query.p_value:
+            notices.append(f"veil_ttest: {P_VALUE_NOTE}")
+        return StatementOutcome(
+            "SELECT 1", table=noisy, notices=tuple(notices), charge=self._ttest_charge(plan, cached=cached)
+        )
+
+    def _ttest_charge(self, plan: TTestPlan, *, cached: bool) -> Charge:
+        mechanisms = "smooth-sensitivity gaussian, laplace"
+        return Charge(
+            epsilon=plan.epsilon,
+            delta=plan.delta,
+            accountant=self.accountant.name,
+            mechanisms=mechanisms,
+            cached=cached,
+        )
+
     def _charge(self, plan: ReleasePlan, *, cached: bool) -> Charge:
         return Charge(
             epsilon=plan.epsilon,
@@ -405,6 +471,19 @@ class QueryService:
             mechanisms=", ".join(sorted({m.mechanism for m in plan.measurements})),
             cached=cached,
         )
+
+    def _spent_notice(self, principal: Principal, description: str, *, cached: bool) -> str:
+        """The NOTICE every DP answer carries: what it spent, and what is left."""
+        balance = self.ledger.balance(principal.name, self.dataset.name, accountant=self.accountant)
+        left = (
+            f"{balance.remaining_epsilon:.6g} of {balance.granted_epsilon:.6g} ε remains on dataset "
+            f"{self.dataset.name} ({balance.accountant} composition)"
+        )
+        if cached:
+            spent = "this is the stored answer of the same query asked before, so it spent nothing"
+        else:
+            spent = f"this answer spent {description}"
+        return f"differential privacy: {spent}; {left}"
 
     def _budget(self, principal: Principal) -> ReleasedTable:
         return budget_table(
@@ -501,6 +580,17 @@ def _classified(tree: exp.Expression, dataset: DatasetPolicy) -> Statement:
         return classify(tree, dataset)
     except RecursionError:
         raise too_deep() from None
+
+
+@dataclass(frozen=True)
+class _Spend:
+    """What one statement's reservation is for: its cost, its text, its audit charge, and its
+    description in notices and errors."""
+
+    cost: Release
+    text: str
+    charge: Charge
+    description: str
 
 
 class _EngineCalls:

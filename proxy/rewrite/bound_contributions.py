@@ -37,7 +37,7 @@ PERSON_ROWS = "_dp_person_rows"
 PERSON_GROUPS = "_dp_person_groups"
 
 
-def _table(name: str) -> exp.Table:
+def table_node(name: str) -> exp.Table:
     """A table node built directly: a string argument would be parsed by sqlglot on every query."""
     return exp.Table(this=exp.to_identifier(name))
 
@@ -85,7 +85,7 @@ def bounded_query(shape: QueryShape, quantities: tuple[Quantity, ...], *, dialec
             exp.Count(this=exp.Star()).as_(PERSON_GROUPS),
             copy=False,
         )
-        .from_(_table("_dp_partials"), copy=False)
+        .from_(table_node("_dp_partials"), copy=False)
         .group_by(exp.column(UNIT), copy=False)
     )
     measures = _weighted_sums(
@@ -95,8 +95,8 @@ def bounded_query(shape: QueryShape, quantities: tuple[Quantity, ...], *, dialec
     )
     query = (
         exp.select(*keys, *measures, copy=False)
-        .from_(_table("_dp_partials"), copy=False)
-        .join(_table("_dp_totals"), using=[exp.to_identifier(UNIT)], copy=False)
+        .from_(table_node("_dp_partials"), copy=False)
+        .join(table_node("_dp_totals"), using=[exp.to_identifier(UNIT)], copy=False)
         .group_by(*_copies(keys), copy=False)
     )
     return query.with_(
@@ -205,7 +205,7 @@ def _filtered_rows(shape: QueryShape, quantities: tuple[Quantity, ...], *, diale
 def _source(shape: QueryShape, dialect: str) -> exp.Expression:
     """The table, or the per-person subquery (its own WHERE made error-free like any filter)."""
     if shape.source is None:
-        return _table(shape.table.name)
+        return table_node(shape.table.name)
     inner = shape.source.select.copy()
     where = inner.args.get("where")
     if where is not None:
@@ -305,7 +305,7 @@ def _weighted_histogram(shape: QueryShape, values: exp.Select, label: str) -> ex
         )
     totals = (
         exp.select(exp.column(UNIT), exp.Count(this=exp.Star()).as_(PERSON_ROWS), copy=False)
-        .from_(_table("_dp_values"), copy=False)
+        .from_(table_node("_dp_values"), copy=False)
         .group_by(exp.column(UNIT), copy=False)
     )
     limit = shape.table.max_contributions * WEIGHT_UNIT
@@ -322,8 +322,8 @@ def _weighted_histogram(shape: QueryShape, values: exp.Select, label: str) -> ex
     )
     query = (
         exp.select(*keys, exp.column(label), exp.Sum(this=weight).as_("_dp_weight"), copy=False)
-        .from_(_table("_dp_values"), copy=False)
-        .join(_table("_dp_totals"), using=[exp.to_identifier(UNIT)], copy=False)
+        .from_(table_node("_dp_values"), copy=False)
+        .join(table_node("_dp_totals"), using=[exp.to_identifier(UNIT)], copy=False)
         .group_by(*_copies(keys), exp.column(label), copy=False)
     )
     return query.with_(exp.TableAlias(this=exp.to_identifier("_dp_values")), as_=values, copy=False).with_(

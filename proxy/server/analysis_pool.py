@@ -35,10 +35,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from sqlglot.tokens import TokenType
-
 from proxy.analysis.parameters import Tree, parameter_count
-from proxy.analysis.parse import parse_statements, statement_tokens, too_deep
+from proxy.analysis.parse import parse_statements, statement_spans, too_deep
 from proxy.analysis.statements import classify
 from proxy.config import DatasetPolicy
 from proxy.errors import ProxyError
@@ -153,25 +151,6 @@ def parse_accepted(service: QueryService, sql: str, verdict: TextVerdict) -> lis
             return list(service.parse(sql))
         items.append(trees[0])
     return items
-
-
-def statement_spans(sql: str) -> list[tuple[int, int]]:
-    """The character span of each non-empty statement, split at top-level semicolons as sqlglot's
-    parser splits its tokens."""
-    spans: list[tuple[int, int]] = []
-    first: int | None = None
-    last = 0
-    for token in statement_tokens(sql):
-        if token.token_type == TokenType.SEMICOLON:
-            if first is not None:
-                spans.append((first, last + 1))
-            first = None
-            continue
-        first = token.start if first is None else first
-        last = token.end
-    if first is not None:
-        spans.append((first, last + 1))
-    return spans
 
 
 def _start_worker() -> None:

@@ -208,3 +208,24 @@ def test_the_wider_sql_surface_answers_through_psycopg(
     rows = connection.execute(sql).fetchall()
     assert rows, "an answer, not an error"
     assert spent(clinic) == pytest.approx(before + EPSILON)
+
+
+def test_a_ttest_runs_on_postgresql_and_is_charged_epsilon_and_delta(
+    clinic: Clinic, connection: psycopg.Connection[Any]
+) -> None:
+    veil(clinic.config, "budget", "grant", ANALYST.name, DATASET, "1", "--delta", "1e-4")
+    rows = json.loads(veil(clinic.config, "budget", "show", ANALYST.name, "--json"))
+    before = next(row for row in rows if row["dataset"] == DATASET)
+    connection.execute("SET veil.delta = 1e-6")
+    cursor = connection.execute("SELECT veil_ttest(cost, region = 'north', 'p_value') FROM visits")
+    row = dict(zip([c.name for c in cursor.description or []], cursor.fetchone() or (), strict=True))
+    assert math.isfinite(row["t"]) and row["noise_sd"] > 0 and 0 <= row["p_value"] <= 1
+    assert (row["epsilon"], row["delta"], row["mode"]) == (EPSILON, 1e-6, "sound")
+    # 100 of the 400 people live in the north: the noisy sizes are Laplace(2 / (0.1 ε)) away from them
+    assert abs(row["n_a"] - 100) <= tolerance(2, 0.1 * EPSILON) and abs(row["n_b"] - 300) <= tolerance(
+        2, 0.1 * EPSILON
+    )
+    rows = json.loads(veil(clinic.config, "budget", "show", ANALYST.name, "--json"))
+    after = next(row for row in rows if row["dataset"] == DATASET)
+    assert after["spent_epsilon"] == pytest.approx(before["spent_epsilon"] + EPSILON, abs=1e-9)
+    assert after["spent_delta"] == pytest.approx(before["spent_delta"] + 1e-6)

@@ -7,7 +7,8 @@ import pickle
 
 import pytest
 
-from proxy.server.analysis_pool import analyse_text, statement_spans
+from proxy.analysis.parse import statement_spans
+from proxy.server.analysis_pool import analyse_text
 from tests.unit.proxy.policy_fixture import clinic_policy
 
 
