@@ -161,18 +161,22 @@ def write_frame(
         finally:
             source.unregister(_FRAME)
         return
-    assert target.path is not None
     with duckdb.connect() as local:
         local.register(_FRAME, frame)
-        _write_file(target.path, replace, lambda path: _duckdb_file(local, path, target.kind))
+        write_relation(local.table(_FRAME), target, replace=replace)
 
 
-def _duckdb_file(connection: duckdb.DuckDBPyConnection, path: Path, kind: str) -> None:
-    relation = connection.table(_FRAME)
-    if kind == "csv":
-        relation.write_csv(str(path), header=True)
-    else:
-        relation.write_parquet(str(path))
+def write_relation(relation: duckdb.DuckDBPyRelation, target: OutputTarget, *, replace: bool) -> None:
+    """A relation of a local DuckDB connection to a CSV or Parquet file, atomically."""
+    assert target.path is not None
+
+    def write(path: Path) -> None:
+        if target.kind == "csv":
+            relation.write_csv(str(path), header=True)
+        else:
+            relation.write_parquet(str(path))
+
+    _write_file(target.path, replace, write)
 
 
 def write_query(source: TableSource, query: exp.Select, target: OutputTarget, *, replace: bool) -> None:

@@ -12,7 +12,14 @@ import pytest
 from anonymizers.errors import AnonymizationError
 from anonymizers.global_recoding import GlobalRecodingResult, PrivacyModel, anonymize
 from anonymizers.hierarchy import Hierarchy, interval_hierarchy, suppression_hierarchy
-from anonymizers.output import TEMPORARY_SUFFIX, OutputTarget, ensure_writable, write_frame, write_recoded
+from anonymizers.output import (
+    TEMPORARY_SUFFIX,
+    OutputTarget,
+    ensure_writable,
+    write_frame,
+    write_recoded,
+    write_relation,
+)
 from anonymizers.source import TableSource
 
 FRAME = pd.DataFrame(
@@ -110,16 +117,16 @@ def test_existing_file_is_refused_unless_replace(database: Path, tmp_path: Path)
     assert target.read_text().startswith("id,age,sex,income")
 
 
-def test_failed_write_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failed_write_leaves_no_file(tmp_path: Path) -> None:
+    """A real failure half-way through: the query fails on row 100,000, after DuckDB has written the
+    first chunks to the partial file."""
     target = tmp_path / "released.csv"
-
-    def half_then_fail(connection: object, path: Path, kind: str) -> None:
-        path.write_text("id,age\n1,")
-        raise OSError("disk full")
-
-    monkeypatch.setattr("anonymizers.output._duckdb_file", half_then_fail)
-    with pytest.raises(OSError, match="disk full"):
-        write_frame(FRAME, OutputTarget.parse(str(target)))
+    with duckdb.connect() as local:
+        failing = local.sql(
+            "SELECT CASE WHEN i < 100000 THEN i ELSE CAST('x' || i AS INTEGER) END AS n FROM range(200000) t(i)"
+        )
+        with pytest.raises(duckdb.ConversionException):
+            write_relation(failing, OutputTarget.parse(str(target)), replace=False)
     assert not list(tmp_path.iterdir())  # neither the target nor the partial file
 
 
