@@ -14,10 +14,13 @@ import duckdb
 
 from proxy.backends.base import Description, Rows
 from proxy.backends.interrupts import Watchdog, interruptible
+from proxy.backends.priority import engine_executor
 from proxy.errors import BackendUnavailableError
 
 log = logging.getLogger("veil.backend")
 
+# Engine calls run on threads of lowered priority (proxy/backends/priority.py), one process-wide pool.
+_ENGINE_THREADS = engine_executor()
 SANDBOX_CONFIG = {"enable_external_access": False, "lock_configuration": True}
 
 
@@ -65,7 +68,7 @@ class DuckDBBackend:
         cursor = self._connection.cursor()
         try:
             with interruptible(cursor.interrupt, watchdog=self._watchdog):
-                return _run(cursor, sql)
+                return _ENGINE_THREADS.submit(_run, cursor, sql).result()
         finally:
             cursor.close()
 

@@ -86,13 +86,17 @@ class AnalysisPool:
     async def verdict(self, dataset: DatasetPolicy, sql: str) -> TextVerdict | None:
         """The worker's verdict on ``sql``, or None when the pool cannot give one (then the caller
         analyses the text itself)."""
-        loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self._started(), analyse_text, dataset, sql)
+            return await asyncio.to_thread(self._analyse, dataset, sql)
         except (BrokenProcessPool, OSError, RuntimeError) as error:
             log.warning("analysis worker failed (%s): the statement is analysed in the server process", error)
             self._executor = None  # a broken pool is replaced on the next long statement
             return None
+
+    def _analyse(self, dataset: DatasetPolicy, sql: str) -> TextVerdict | None:
+        """Submit and wait from a thread, not the event loop: the first submission starts the forkserver,
+        which imports Veil before it forks a worker — a second or two the loop must not wait through."""
+        return self._started().submit(analyse_text, dataset, sql).result()
 
     def close(self) -> None:
         if self._executor is not None:

@@ -15,6 +15,7 @@ from proxy.backends import open_backend
 from proxy.backends.base import Backend
 from proxy.backends.duckdb import DuckDBBackend
 from proxy.backends.interrupts import SHUTDOWN
+from proxy.backends.priority import at_engine_priority
 from proxy.config import DatasetPolicy, ServerSettings, VeilConfig
 from proxy.errors import BackendUnavailableError, ConfigError, TooManyConnectionsError
 from proxy.ledger_access import accountants, cap_steps, open_ledger
@@ -24,7 +25,6 @@ from proxy.server.audit_trail import AuditWriter
 from proxy.server.connection import Connection
 from proxy.server.context import SessionContext
 from proxy.server.login import refuse_when_full
-from proxy.server.priority import at_statement_priority, statement_executor
 from proxy.server.reload import reload_policy
 from proxy.server.session import Session
 from proxy.server.statement_slots import StatementSlots
@@ -45,12 +45,12 @@ def build_context(config: VeilConfig, *, environ: Mapping[str, str] = NO_ENVIRON
     tls = tls_context(config.server)  # before anything is opened: a bad certificate stops the start-up
     ledger = open_ledger(config, environ)
     ledger.store.check_integrity()  # refuse to serve on a damaged ledger, with one line
-    sandbox = at_statement_priority(DuckDBBackend.sandbox)
+    sandbox = at_engine_priority(DuckDBBackend.sandbox)
     rng = secure_random_source()
     backends: dict[str, Backend] = {}
     try:
         for name, dataset in config.datasets.items():
-            backends[name] = at_statement_priority(_open_backend, dataset, environ)
+            backends[name] = at_engine_priority(_open_backend, dataset, environ)
     except BaseException:
         for backend in backends.values():
             backend.close()
@@ -256,9 +256,8 @@ def run_server(
     server = VeilServer(config, context)
 
     async def main() -> None:
-        loop = asyncio.get_running_loop()
-        loop.set_default_executor(statement_executor())  # statements below the wire (priority.py)
         bound = await server.start(host, port)
+        loop = asyncio.get_running_loop()
         if reload_config is not None:
             loop.add_signal_handler(signal.SIGHUP, server.reload, reload_config)
         grace = config.server.shutdown_grace_s

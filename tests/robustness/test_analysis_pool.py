@@ -122,12 +122,13 @@ def test_only_the_pool_server_started_analysis_processes(
 
 
 def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (Linux /proc): the forkserver and the workers it forked."""
+    """Every process below ``pid`` (Linux /proc): the forkserver and the workers it forked. A child is
+    listed under the thread that started it, so every thread of each process is read."""
     found, stack = [], [pid]
     while stack:
         parent = stack.pop()
-        children = Path(f"/proc/{parent}/task/{parent}/children")
-        for child in map(int, children.read_text().split()) if children.exists() else []:
-            found.append(child)
-            stack.append(child)
+        for children in Path(f"/proc/{parent}/task").glob("*/children"):
+            for child in map(int, children.read_text().split()):
+                found.append(child)
+                stack.append(child)
     return found

@@ -44,9 +44,9 @@ def test_a_login_is_served_while_every_worker_thread_runs_a_slow_query(tmp_path:
     assert still_running == BUSY, "the slow queries ended before the login: nothing was tested"
 
 
-def test_statement_and_engine_threads_run_below_the_wire(tmp_path: Path) -> None:
-    """proxy/server/priority.py in a real server: after a statement, the threads that ran it and
-    DuckDB's workers are ten nice levels below the main thread (event loop), which is not lowered."""
+def test_engine_threads_run_below_the_wire(tmp_path: Path) -> None:
+    """proxy/backends/priority.py in a real server: DuckDB's workers are ten nice levels below the main
+    thread (event loop), which is not lowered, nor is the thread that ran the statement's Python."""
     config = build_slow_dataset(tmp_path / "slow")
     admin = Admin(config)
     with running_server(config, tmp_path / "serve.log") as server:
@@ -59,4 +59,5 @@ def test_statement_and_engine_threads_run_below_the_wire(tmp_path: Path) -> None
                 levels[int(task.name)] = int((task / "stat").read_text().rsplit(")", 1)[1].split()[16])
     main = levels.pop(pid)
     lowered = [level for level in levels.values() if level == min(19, main + 10)]
-    assert len(lowered) >= 2, levels  # a statement thread and DuckDB's worker(s)
+    assert lowered, levels  # DuckDB's worker(s)
+    assert any(level == main for level in levels.values()), levels  # the statement and login threads

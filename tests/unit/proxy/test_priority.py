@@ -1,5 +1,5 @@
-"""Statement threads and the engine threads they start run ten nice levels below the rest of the server
-(proxy/server/priority.py). Linux only: niceness is per thread there."""
+"""DuckDB's worker threads run ten nice levels below the rest of the server (proxy/backends/priority.py).
+Linux only: niceness is per thread there."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from proxy.server.priority import STATEMENT_NICENESS, at_statement_priority, statement_executor
+from proxy.backends.priority import ENGINE_NICENESS, at_engine_priority
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread niceness is Linux's")
 
@@ -37,22 +37,14 @@ def thread_ids() -> set[int]:
     return {int(name) for name in os.listdir("/proc/self/task")}
 
 
-def test_statement_threads_are_lowered_and_the_caller_is_not() -> None:
-    base = niceness(threading.get_native_id())
-    with statement_executor() as executor:
-        inside = executor.submit(lambda: niceness(threading.get_native_id())).result()
-    assert inside == min(19, base + STATEMENT_NICENESS)
-    assert niceness(threading.get_native_id()) == base
-
-
-def test_an_engine_opened_at_statement_priority_starts_its_workers_there() -> None:
+def test_an_engine_opened_at_engine_priority_starts_its_workers_there() -> None:
     base = niceness(threading.get_native_id())
     before = thread_ids()
-    connection = at_statement_priority(duckdb.connect, ":memory:", config={"threads": 4})
+    connection = at_engine_priority(duckdb.connect, ":memory:", config={"threads": 4})
     try:
         started = alive_niceness(thread_ids() - before)  # DuckDB's workers; the opening thread has ended
         assert started, "DuckDB started no worker threads: nothing was tested"
-        assert set(started.values()) == {min(19, base + STATEMENT_NICENESS)}
+        assert set(started.values()) == {min(19, base + ENGINE_NICENESS)}
     finally:
         connection.close()
     assert niceness(threading.get_native_id()) == base
@@ -60,4 +52,4 @@ def test_an_engine_opened_at_statement_priority_starts_its_workers_there() -> No
 
 def test_an_error_in_the_lowered_thread_reaches_the_caller() -> None:
     with pytest.raises(duckdb.IOException):
-        at_statement_priority(duckdb.connect, "/nonexistent/dir/x.duckdb")
+        at_engine_priority(duckdb.connect, "/nonexistent/dir/x.duckdb")
