@@ -9,6 +9,7 @@ from sqlglot import exp
 from proxy.analysis.checks import check_constant_expression, check_public_query
 from proxy.analysis.complexity import check_complexity
 from proxy.analysis.output_names import output_name
+from proxy.analysis.reconstruct import ReconstructQuery, is_reconstruct, reconstruct_query
 from proxy.analysis.refusals import refuse
 from proxy.analysis.shape import QueryShape, query_shape, referenced_tables
 from proxy.analysis.ttest import TTestQuery, is_ttest, ttest_query
@@ -92,6 +93,13 @@ class TTestStatement:
 
 
 @dataclass(frozen=True)
+class ReconstructStatement:
+    """``SELECT * FROM veil_reconstruct('release', …)`` (proxy/analysis/reconstruct.py): free, public."""
+
+    query: ReconstructQuery
+
+
+@dataclass(frozen=True)
 class BudgetQuery:
     """Reads the ``veil.budget`` view: the analyst's own budget, from the ledger — no data, no
     cost. ``tree`` names the view ``BUDGET_TABLE``, as the sandbox that answers it registers it."""
@@ -122,6 +130,7 @@ Statement = (
     | PublicQuery
     | PrivateQuery
     | TTestStatement
+    | ReconstructStatement
     | BudgetQuery
     | CatalogQuery
 )
@@ -146,6 +155,9 @@ def classify(tree: exp.Expression, dataset: DatasetPolicy) -> Statement:
         return _set_statement(tree)
     if isinstance(tree, exp.Command):
         return _command(tree)
+    if is_reconstruct(tree):
+        assert isinstance(tree, exp.Select)
+        return ReconstructStatement(reconstruct_query(tree, dataset))
     if any(_is_catalog_relation(table, dataset) for table in relations(tree)) or any(
         is_catalog_table_function(table) for table in tree.find_all(exp.Table)
     ):

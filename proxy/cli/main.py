@@ -28,8 +28,10 @@ from budget.errors import InvalidBudgetError, UnknownAnalystError
 from budget.ledger import RENEWALS, Balance, DatasetCap, Ledger, check_name
 from budget.loss import PrivacyLoss
 from proxy import __version__
+from proxy.cli.diversity import diversity_command
 from proxy.cli.materialize import materialize
 from proxy.cli.policy_report import check_policy, effective_policy
+from proxy.cli.reconstruct import reconstruct
 from proxy.cli.risk import risk
 from proxy.cli.support import (
     Column,
@@ -1112,5 +1114,7 @@ def _measurement_row(measurement: object) -> dict[str, object]:
 MEASUREMENT_COLUMNS = ("quantity", "mechanism", "sensitivity", "epsilon", "noise_scale", "error_bound_95")
 
 
+materialize.add_command(diversity_command)
 main.add_command(materialize)
 main.add_command(risk)
+main.add_command(reconstruct)

@@ -194,6 +194,7 @@ def materialize() -> None:
     \b
     veil materialize kanon    k-anonymity (optimal global recoding or Mondrian), l-diversity, t-closeness
     veil materialize combine  generalization + Laplace noise + randomization + sampling (ch. 4)
+    veil materialize diversity  each sensitive QID published as a set of values (Sei et al.)
 
     The output is a CSV file, a Parquet file, or db:TABLE (a new table next to the original). These
     commands read the original rows and spend no privacy budget: run them as the data holder.

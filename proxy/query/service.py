@@ -37,6 +37,7 @@ from proxy.analysis.statements import (
     DiscardStatement,
     PrivateQuery,
     PublicQuery,
+    ReconstructStatement,
     ResetStatement,
     SetStatement,
     ShowStatement,
@@ -71,6 +72,7 @@ from proxy.query.planning import (
     totals_query,
     typed_key_rows,
 )
+from proxy.query.reconstruct import answer_reconstruct
 from proxy.query.ttest import NOTE as P_VALUE_NOTE
 from proxy.query.ttest import (
     TTestPlan,
@@ -253,6 +255,15 @@ class QueryService:
                 return StatementOutcome(f"SELECT {len(table.rows)}", table=table)
             case BudgetQuery(tree=tree):
                 return self._answer_budget_query(tree, principal)
+            case ReconstructStatement(query=query):
+                table, iterations = answer_reconstruct(
+                    query, execute=self.backend.execute, dialect=self.backend.dialect
+                )
+                notice = (
+                    f"veil_reconstruct: an estimate from the published release {query.release} (EM, "
+                    f"{iterations} iterations); a public release, so nothing was spent"
+                )
+                return StatementOutcome(f"SELECT {len(table.rows)}", table=table, notices=(notice,))
             case ShowStatement(name=name) if name.lower() == "veil.budget":
                 table = self._budget(principal)
                 return StatementOutcome("SHOW", table=table)

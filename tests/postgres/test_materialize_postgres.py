@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from psycopg import sql
 
 from proxy.cli.main import main as veil_main
-from tests.conftest import schema_in
+from tests.conftest import DATASET, Admin, running_server, schema_in
 from tests.integration.test_materialize_cli import QIS, ROWS, people
 
 pytestmark = pytest.mark.postgres
@@ -146,3 +146,45 @@ def test_mondrian_on_engine_codes_releases_what_the_dataframe_path_releases(data
     ]
     pd.testing.assert_frame_equal(released[0], released[1])
     assert released[0].groupby(QIS).size().min() >= 6
+
+
+def test_a_diversity_release_in_postgresql_is_reconstructed_by_cli_and_over_the_wire(
+    dataset: dict[str, Any], postgres_dsn: str
+) -> None:
+    source = ["--config", dataset["config"], "--dataset", "d", "--table", "people"]
+    veil("materialize", "diversity", *source, "--attributes", "sex,disease", "--domain", "sex=F,M",
+         "--domain", "disease=asthma,diabetes,flu,none", "--l", "2", "--out", "db:people_l2",
+         "--metadata", dataset["dir"] / "m.json")  # fmt: skip
+    query = sql.SQL("SELECT pg_typeof(disease)::text, cardinality(disease) FROM {} LIMIT 1").format(
+        sql.Identifier(dataset["schema"], "people_l2")
+    )
+    assert dataset["connection"].execute(query).fetchone() == ("text[]", 2)
+    estimate = json.loads(
+        veil(
+            "reconstruct",
+            "db:people_l2",
+            "--config",
+            dataset["config"],
+            "--dataset",
+            "d",
+            "--metadata",
+            dataset["dir"] / "m.json",
+            "--attributes",
+            "disease",
+            "--json",
+        )
+    )
+    assert sum(cell["count"] for cell in estimate["cells"]) == pytest.approx(ROWS)
+    served = dataset["dir"] / "served.toml"
+    document = {
+        "ledger": {"path": "ledger.sqlite"},
+        "datasets": {DATASET: {"backend": "postgres", "dsn": postgres_dsn, "schema": dataset["schema"]}},
+    }
+    served.write_text(tomli_w.dumps(document))
+    analyst = Admin(served).add_analyst(1.0, prefix="pgrecon")
+    with (
+        running_server(served, dataset["dir"] / "serve.log") as server,
+        psycopg.connect(server.conninfo(analyst), autocommit=True) as connection,
+    ):
+        rows = connection.execute("SELECT * FROM veil_reconstruct('people_l2', 'sex', 'disease')").fetchall()
+    assert len(rows) == 8 and sum(row[2] for row in rows) == pytest.approx(ROWS)
