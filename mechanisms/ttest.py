@@ -417,8 +417,8 @@ def _thm_7_3_constants(n_a: int, n_b: int) -> tuple[float, float]:
 class TTestRelease:
     """The output of :func:`dp_ttest`.
 
-    ``noise_sd`` is the exact noise standard deviation (S + γ)/α (γ the grid step, below a millionth of
-    any S). It depends on the data, so it is **not** differentially private: release
+    ``noise_sd`` is the exact noise standard deviation (S + γ)/α (γ the grid step: γ/S <= min(1, 1/α)·2⁻²⁰,
+    below a millionth). It depends on the data, so it is **not** differentially private: release
     :func:`dp_noise_scale` of it instead.
     """
 

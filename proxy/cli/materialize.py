@@ -540,16 +540,7 @@ def _mondrian_on_codes(
     categorical = [q for q in qis if q in specs or not _numeric_type(types[q])]
     hierarchies = _hierarchies(source, categorical, specs, engine_text=True)
     sensitive = _engine_sensitive(source, options["sensitive"])
-    release = mondrian_source(
-        source,
-        qis,
-        k=model.k,
-        hierarchies=hierarchies,
-        recoding=options["recoding"],
-        relaxed=options["relaxed"],
-        allowable=_allowable(sensitive, model),
-        categorical=options["categorical"],
-    )
+    release = mondrian_source(source, qis, **_mondrian_settings(model, hierarchies, sensitive, options))
     write_release(source, release, target, replace=options["replace"])
     return _MondrianRun(
         release.summary, len(release.box), release.row_classes(), release.class_sizes(), sensitive
@@ -573,16 +564,7 @@ def _mondrian_on_frame(
     if sensitive_column:
         codes, values = pd.factorize(frame[sensitive_column].astype(str), sort=True)
         sensitive = _SensitiveCodes(codes, len(values))
-    result = mondrian(
-        frame,
-        qis,
-        k=model.k,
-        hierarchies=hierarchies,
-        recoding=options["recoding"],
-        relaxed=options["relaxed"],
-        allowable=_allowable(sensitive, model),
-        categorical=options["categorical"],
-    )
+    result = mondrian(frame, qis, **_mondrian_settings(model, hierarchies, sensitive, options))
     write_frame(
         result.table.drop(columns=["equivalence_class"]), target, source=source, replace=options["replace"]
     )
@@ -591,6 +573,23 @@ def _mondrian_on_frame(
     row_classes[np.concatenate(result.classes)] = np.repeat(np.arange(len(sizes)), sizes)
     utility = _mondrian_utility(frame, result, qis, options) if options["utility_target"] else None
     return _MondrianRun(result.summary, len(frame), row_classes, sizes, sensitive, utility)
+
+
+def _mondrian_settings(
+    model: PrivacyModel,
+    hierarchies: dict[str, Hierarchy],
+    sensitive: _SensitiveCodes | None,
+    options: dict[str, Any],
+) -> dict[str, Any]:
+    """What both Mondrian paths are given besides the rows: k, hierarchies, recoding, the cut test."""
+    return {
+        "k": model.k,
+        "hierarchies": hierarchies,
+        "recoding": options["recoding"],
+        "relaxed": options["relaxed"],
+        "allowable": _allowable(sensitive, model),
+        "categorical": options["categorical"],
+    }
 
 
 def _numeric_type(engine_type: str) -> bool:
