@@ -93,7 +93,10 @@ def test_files_hold_sets_of_l_values_and_metadata_that_reconstructs(people: Path
     ("arguments", "message"),
     [
         (["--attributes", "job", "--l", "3"], "no public domain for job"),
-        (["--attributes", "job", "--domain", "job=clerk,nurse", "--l", "3"], "has 2 values, fewer than l = 3"),
+        (
+            ["--attributes", "job", "--domain", "job=clerk,nurse", "--l", "3"],
+            "has 2 values, fewer than l = 3",
+        ),
         (
             ["--attributes", "job", "--domain", "job=clerk,nurse,cook,pilot", "--l", "2"],
             "outside the public domain of job",
