@@ -76,26 +76,27 @@ def policy_domains(config_path: Path, dataset: str | None, table: str | None) ->
 def attribute_codes(
     source: TableSource, attributes: Sequence[str], domains: Mapping[str, Domain]
 ) -> np.ndarray:
-    """N × q codes: each value's position in its domain, read by the engine in the table's row order
-    (a value outside its domain, or a NULL, is refused with a count)."""
-    columns = []
+    """N × q codes: each value's position in its domain, read by the engine in the table's row order, in
+    one scan for all attributes (a value outside its domain, or a NULL, is refused with a count)."""
+    dictionaries = {}
     for attribute in attributes:
         domain = domains[attribute]
         if domain.edges is None:
-            dictionary = pd.DataFrame({"value": list(domain.values), "code": np.arange(len(domain.values))})
-            try:
-                codes = source.codes({attribute: dictionary}, text=[attribute])[attribute]
-            except AnonymizationError as error:
-                raise AnonymizationError(
-                    f"{error.message.split(' have ')[0]} have a value outside the public domain of "
-                    f"{attribute}, or NULL",
-                    hint=f"add the values to the domain of {attribute} ({domain.source}), or recode or "
-                    "filter them first (e.g. in a view)",
-                ) from None
+            codes = np.arange(len(domain.values))
+            dictionaries[attribute] = pd.DataFrame({"value": list(domain.values), "code": codes})
         else:
-            codes = source.codes({attribute: _bin_dictionary(source, attribute, domain.edges)})[attribute]
-        columns.append(codes.astype(np.int64))
-    return np.column_stack(columns) if columns else np.empty((source.row_count(), 0), dtype=np.int64)
+            dictionaries[attribute] = _bin_dictionary(source, attribute, domain.edges)
+    text = [a for a in attributes if domains[a].edges is None]
+    try:
+        codes = source.codes(dictionaries, text=text)
+    except AnonymizationError as error:
+        raise AnonymizationError(
+            f"{error.message.split(' have ')[0]} have a value outside the public domain of "
+            f"{', '.join(attributes)}, or NULL",
+            hint="add the values to the attributes' domains (--domain, --domain-file, the policy, --bins), "
+            "or recode or filter them first (e.g. in a view)",
+        ) from None
+    return np.column_stack([codes[a].astype(np.int64) for a in attributes])
 
 
 def _given(

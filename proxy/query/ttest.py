@@ -122,8 +122,8 @@ def ttest_columns(plan: TTestPlan) -> tuple[ResultColumn, ...]:
 
 def answer_ttest(plan: TTestPlan, rows: Sequence[tuple[object, ...]], *, rng: RandomSource) -> ReleasedTable:
     """The released row, from the engine's (value, in group A) rows."""
-    values = np.clip(np.array([float(row[0]) for row in rows], dtype=np.float64), 0.0, plan.width)  # type: ignore[arg-type]
-    in_a = np.array([bool(row[1]) for row in rows], dtype=bool)
+    table = np.array(rows, dtype=np.float64).reshape(len(rows), 2)  # (value, in group A as 0/1)
+    values, in_a = np.clip(table[:, 0], 0.0, plan.width), table[:, 1] > 0
     t_share, scale_share, sizes_share = plan.shares
     released = dp_ttest(
         values[in_a],
