@@ -14,3 +14,12 @@ class MechanismError(Exception):
         super().__init__(message)
         self.message = message
         self.hint = hint
+
+
+class SecureProtocolError(MechanismError):
+    """A two-party protocol (``mechanisms.secure``) cannot go on: the peer's message was malformed, arrived
+    out of order, or failed a check an honest peer always passes (two zeros among Protocol 1's tests).
+
+    The semi-honest model assumes no deviation, so this is an abort, not a retry: the run's randomness
+    must not be reused, and the caller should treat the peer link as broken.
+    """
