@@ -19,6 +19,7 @@ Randomness: a numpy ``Generator`` (production seeds it from the OS CSPRNG, tests
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -26,6 +27,10 @@ from anonymizers.errors import AnonymizationError
 
 _ERROR_ROWS_PER_CHUNK = 1024  # rows of U Vᵀ built at once for the L1 error curve
 _SKEW_ENTRIES_PER_CHUNK = 1 << 22  # entries of the skewed copy of M gathered at once
+
+
+Solver = Literal["sgd", "als", "nmf"]
+SOLVERS: tuple[Solver, ...] = ("sgd", "als", "nmf")
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,7 @@ class Factorization:
     v: np.ndarray
     errors: np.ndarray
     regularization: float  # λ, recorded because [D] (0.01) and [J] (0.5) disagree (spec §3.1)
+    solver: Solver = "sgd"
 
 
 @dataclass(frozen=True)
@@ -72,20 +78,39 @@ def factorize(
     iterations: int = 100,
     learning_rate: float = 0.05,
     regularization: float = 0.01,
+    solver: Solver = "sgd",
     rng: np.random.Generator,
 ) -> Factorization:
-    """SGD matrix factorization over all n·m entries (Ω = every entry of the 0/1 matrix, spec §3).
+    """Factorize M ≈ U Vᵀ over all n·m entries (Ω = every entry of the 0/1 matrix, spec §3).
 
-    The update is the spec's per-entry Funk-SVD step ``e = M_ij − u_i·v_j; u_i += γ(e v_j − λ u_i);
-    v_j += γ(e u_i − λ v_j)`` (simultaneous), run as *stratified* SGD (Gemulla et al., KDD 2011): an
-    epoch visits Ω as max(n, m) strata, each a set of min(n, m) entries no two of which share a row or a
-    column. Entries of one stratum touch disjoint parameters, so updating a whole stratum in one numpy
-    step is exactly the sequential per-entry SGD on those entries — the vectorization changes nothing
-    but the visiting order (a random injection rows → columns and a random order of strata, fresh every
-    epoch, instead of a uniform permutation of Ω). U and V start Uniform[0, 1] as in the pseudo-code.
+    ``solver``: ``"sgd"`` is the papers' stochastic gradient descent (:func:`_sgd`); ``"als"`` minimizes the
+    *same* objective by alternating exact least squares (:func:`_als`), ~10× faster on large matrices and
+    with a comparable error curve; ``"nmf"`` is the non-negative variant of [D] §2.2.4 with the spec's
+    corrected Lee–Seung updates (no λ: its objective is ‖M − UVᵀ‖²_F). All start from U, V ~ Uniform[0, 1].
     """
     m_array = _as_matrix(matrix)
-    n, m = m_array.shape
+    _check_parameters(m_array.shape, rank, iterations, learning_rate, regularization, solver)
+    u = rng.random((m_array.shape[0], rank))
+    v = rng.random((m_array.shape[1], rank))
+    if solver == "sgd":
+        u, v, errors = _sgd(m_array, u, v, iterations, learning_rate, regularization, rng)
+    elif solver == "als":
+        u, v, errors = _als(m_array, u, v, iterations, regularization)
+    else:
+        u, v, errors = _nmf(m_array, u, v, iterations)
+        regularization = 0.0
+    return Factorization(u, v, errors, float(regularization), solver)
+
+
+def _check_parameters(
+    shape: tuple[int, ...],
+    rank: int,
+    iterations: int,
+    learning_rate: float,
+    regularization: float,
+    solver: str,
+) -> None:
+    n, m = shape
     if not 1 <= rank < min(n, m):
         raise AnonymizationError(
             f"rank {rank} must be between 1 and min(users, items) - 1 = {min(n, m) - 1}",
@@ -99,8 +124,27 @@ def factorize(
         raise AnonymizationError(
             "regularization must be a non-negative number", hint="[D] uses 0.01, [J] 0.5"
         )
-    u = rng.random((n, rank))
-    v = rng.random((m, rank))
+    if solver not in SOLVERS:
+        raise AnonymizationError(f"unknown solver {solver!r}", hint="sgd, als or nmf")
+
+
+def _sgd(
+    m_array: np.ndarray,
+    u: np.ndarray,
+    v: np.ndarray,
+    iterations: int,
+    learning_rate: float,
+    regularization: float,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The spec's per-entry Funk-SVD step ``e = M_ij − u_i·v_j; u_i += γ(e v_j − λ u_i);
+    v_j += γ(e u_i − λ v_j)`` (simultaneous), run as *stratified* SGD (Gemulla et al., KDD 2011): an
+    epoch visits Ω as max(n, m) strata, each a set of min(n, m) entries no two of which share a row or a
+    column. Entries of one stratum touch disjoint parameters, so updating a whole stratum in one numpy
+    step is exactly the sequential per-entry SGD on those entries — the vectorization changes nothing
+    but the visiting order (a random injection rows → columns and a random order of strata, fresh every
+    epoch, instead of a uniform permutation of Ω)."""
+    n, m = m_array.shape
     # Work on the orientation with at least as many columns as rows (strata of size min(n, m)), factors
     # transposed (r × n) so that one stratum is r contiguous vectors. SGD is symmetric in U and V.
     swap = n > m
@@ -113,14 +157,92 @@ def factorize(
         with np.errstate(over="ignore", invalid="ignore"):  # divergence is detected just below
             _sgd_epoch(diagonals, ut, vt, learning_rate, regularization, rng)
             errors[epoch] = _l1_error(target, ut, vt, row_order, col_order)
-        if not np.isfinite(errors[epoch]):
-            raise AnonymizationError(
-                f"SGD diverged in epoch {epoch + 1}", hint="lower learning_rate (the papers use 0.05)"
-            )
+        _check_finite(errors[epoch], epoch, "lower learning_rate (the papers use 0.05)")
     ut_out, vt_out = np.empty_like(ut), np.empty_like(vt)
     ut_out[:, row_order], vt_out[:, col_order] = ut, vt
     u_out, v_out = (vt_out.T, ut_out.T) if swap else (ut_out.T, vt_out.T)
-    return Factorization(u_out.astype(np.float64), v_out.astype(np.float64), errors, float(regularization))
+    return u_out.astype(np.float64), v_out.astype(np.float64), errors
+
+
+def _check_finite(error: float, epoch: int, hint: str) -> None:
+    if not np.isfinite(error):
+        raise AnonymizationError(f"the factorization diverged in epoch {epoch + 1}", hint=hint)
+
+
+def _als(
+    m_array: np.ndarray, u: np.ndarray, v: np.ndarray, iterations: int, regularization: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Alternating least squares on the SGD objective Σ_ij (M_ij − u_i·v_j)² + λ(‖u_i‖² + ‖v_j‖²).
+
+    Summed over all n·m entries, the penalty weighs ‖u_i‖² by λm and ‖v_j‖² by λn, so with V fixed the
+    exact minimizer is U = M V (VᵀV + λm I)⁻¹ (and symmetrically for V): two n·m·r products and two r × r
+    solves per iteration instead of n·m scalar steps. Each half-step can only lower the objective. An
+    iteration here is one update of U then of V (the error curve's unit)."""
+    n, m = m_array.shape
+    target = m_array.astype(np.float32)
+    rank = u.shape[1]
+    u, v = u.astype(np.float32), v.astype(np.float32)
+    eye = np.eye(rank, dtype=np.float64)
+    order = np.arange(n), np.arange(m)
+    errors = np.empty(iterations)
+    for epoch in range(iterations):
+        gram = v.T.astype(np.float64) @ v + regularization * m * eye
+        u = np.linalg.solve(gram, (target @ v).T.astype(np.float64)).T.astype(np.float32)
+        gram = u.T.astype(np.float64) @ u + regularization * n * eye
+        v = np.linalg.solve(gram, (target.T @ u).T.astype(np.float64)).T.astype(np.float32)
+        errors[epoch] = _l1_error(target, u.T, v.T, *order)
+        _check_finite(errors[epoch], epoch, "the matrix may be degenerate; try --solver sgd")
+    return u.astype(np.float64), v.astype(np.float64), errors
+
+
+_NMF_FLOOR = 1e-9  # keeps the multiplicative updates' denominators positive (spec §3.2)
+
+
+def _nmf(
+    m_array: np.ndarray, u: np.ndarray, v: np.ndarray, iterations: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Lee–Seung multiplicative updates for M ≈ U Vᵀ, U, V ≥ 0 (the spec's corrected form of [D]
+    Algorithm 1): U ← U ⊙ (M V) ⊘ (U VᵀV), V ← V ⊙ (Mᵀ U) ⊘ (V UᵀU). Non-increasing in ‖M − UVᵀ‖²_F."""
+    n, m = m_array.shape
+    target = m_array.astype(np.float32)
+    u, v = u.astype(np.float32), v.astype(np.float32)
+    errors = np.empty(iterations)
+    for epoch in range(iterations):
+        u *= (target @ v) / (u @ (v.T @ v) + _NMF_FLOOR)
+        v *= (target.T @ u) / (v @ (u.T @ u) + _NMF_FLOOR)
+        errors[epoch] = _l1_error(target, u.T, v.T, np.arange(n), np.arange(m))
+        _check_finite(errors[epoch], epoch, "the matrix may be degenerate; try --solver sgd")
+    return u.astype(np.float64), v.astype(np.float64), errors
+
+
+def refit_items(
+    matrix: np.ndarray,
+    u_prime: np.ndarray,
+    v: np.ndarray,
+    *,
+    learning_rate: float = 0.05,
+    regularization: float = 0.01,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Step 8b of the spec ("V is optimized once"): one SGD pass over Ω updating only V, U′ fixed, so that
+    the items fit the de-identified users. Every row of the release still shares the one V (Theorem 5.1
+    holds). Same stratified visiting order as :func:`factorize`'s SGD."""
+    m_array, u_array, v_array = _as_matrix(matrix), _as_matrix(u_prime, "u_prime"), _as_matrix(v, "v")
+    n, m = m_array.shape
+    swap = n > m
+    target = m_array.T if swap else m_array
+    row_order, col_order = rng.permutation(target.shape[0]), rng.permutation(target.shape[1])
+    diagonals = _skewed(target, row_order, col_order)
+    ut, vt = (v_array.T, u_array.T) if swap else (u_array.T, v_array.T)
+    ut, vt = ut[:, row_order].astype(np.float32), vt[:, col_order].astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        _sgd_epoch(diagonals, ut, vt, learning_rate, regularization, rng, update=("u" if swap else "v"))
+    fitted = (ut if swap else vt).copy()
+    out = np.empty_like(fitted)
+    out[:, row_order if swap else col_order] = fitted
+    if not np.all(np.isfinite(out)):
+        raise AnonymizationError("refitting V diverged", hint="lower learning_rate")
+    return out.T.astype(np.float64)
 
 
 def _skewed(target: np.ndarray, row_order: np.ndarray, col_order: np.ndarray) -> np.ndarray:
@@ -136,29 +258,44 @@ def _skewed(target: np.ndarray, row_order: np.ndarray, col_order: np.ndarray) ->
 
 
 def _sgd_epoch(
-    diagonals: np.ndarray, ut: np.ndarray, vt: np.ndarray, gamma: float, lam: float, rng: np.random.Generator
+    diagonals: np.ndarray,
+    ut: np.ndarray,
+    vt: np.ndarray,
+    gamma: float,
+    lam: float,
+    rng: np.random.Generator,
+    *,
+    update: str = "both",
 ) -> None:
     """One epoch in place, strata in random order. Stratum s pairs permuted row i with permuted column
-    (i + s) mod m: a contiguous block of columns, split in two where it wraps around."""
+    (i + s) mod m: a contiguous block of columns, split in two where it wraps around. ``update`` is
+    ``"both"``, or ``"u"``/``"v"`` to hold the other factor fixed (:func:`refit_items`)."""
     n, m = ut.shape[1], vt.shape[1]
     gamma, shrink = np.float32(gamma), np.float32(1.0 - gamma * lam)
     for s in rng.permutation(m):
         head = min(n, m - s)
-        _sgd_block(diagonals[s, :head], ut[:, :head], vt[:, s : s + head], gamma, shrink)
+        _sgd_block(diagonals[s, :head], ut[:, :head], vt[:, s : s + head], gamma, shrink, update)
         if head < n:
-            _sgd_block(diagonals[s, head:], ut[:, head:], vt[:, : n - head], gamma, shrink)
+            _sgd_block(diagonals[s, head:], ut[:, head:], vt[:, : n - head], gamma, shrink, update)
 
 
 def _sgd_block(
-    values: np.ndarray, ut: np.ndarray, vt: np.ndarray, gamma: np.float32, shrink: np.float32
+    values: np.ndarray,
+    ut: np.ndarray,
+    vt: np.ndarray,
+    gamma: np.float32,
+    shrink: np.float32,
+    update: str = "both",
 ) -> None:
     """The per-entry SGD step on entries with pairwise distinct rows and columns (views, updated in place)."""
     ge = gamma * (values - np.einsum("ij,ij->j", ut, vt))
-    old_u = ut * ge
-    ut *= shrink
-    ut += ge * vt
-    vt *= shrink
-    vt += old_u
+    old_u = ut * ge if update != "u" else None
+    if update != "v":
+        ut *= shrink
+        ut += ge * vt
+    if old_u is not None:
+        vt *= shrink
+        vt += old_u
 
 
 def _l1_error(
@@ -184,7 +321,7 @@ def k_member_clusters(rows: np.ndarray, k: int, rng: np.random.Generator) -> Clu
     """
     x = _as_matrix(rows, "rows")
     n = x.shape[0]
-    _check_k(k, n)
+    check_k(k, n)
     labels = np.full(n, -1, dtype=np.intp)
     norms = np.einsum("ij,ij->i", x, x)
     free = np.ones(n, dtype=bool)
@@ -221,7 +358,8 @@ def _centroids(x: np.ndarray, labels: np.ndarray, clusters: int) -> np.ndarray:
     return sums / np.bincount(labels[assigned], minlength=clusters)[:, None]
 
 
-def _check_k(k: int, n: int) -> None:
+def check_k(k: int, n: int) -> None:
+    """k-member clustering needs 1 <= k <= n rows."""
     if k < 1:
         raise AnonymizationError(f"k must be at least 1, got {k}")
     if k > n:

@@ -210,3 +210,36 @@ def _reciprocal(values: Any) -> Any:
     the axis with 0 and huge values: their inverses are ∞ and 0, not a warning)."""
     with np.errstate(divide="ignore", over="ignore"):
         return 1.0 / np.asarray(values, dtype=float)
+
+
+def plot_factorization(report: dict[str, Any], path: Path) -> None:
+    """A factorized release at a glance: each window's error curve Σ|M − X| per epoch (left; absent for the
+    baselines) and the attacks' risks (right: re-identification per window, linkage per pair)."""
+    require_matplotlib()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(SIZE[0] * 1.6, SIZE[1]), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(figure)
+    curves, bars = figure.subplots(1, 2)
+    for window, errors in enumerate(report.get("errors") or []):
+        if errors is not None:
+            curves.plot(range(1, len(errors) + 1), errors, label=f"window {window + 1}")
+    curves.set_xlabel("epoch")
+    curves.set_ylabel("Σ|M − UVᵀ|")
+    curves.set_title("factorization error", fontsize=10)
+    if curves.lines:
+        curves.legend(fontsize=7)
+    risk = report["risk"]
+    names = [f"re-id {w + 1}" for w in range(len(risk["reidentification"]))]
+    names += [f"link {w + 1}→{w + 2}" for w in range(len(risk["linkage"]))]
+    values = [r["risk"] for r in risk["reidentification"] + risk["linkage"]]
+    bars.bar(
+        names, values, color=["tab:red"] * len(risk["reidentification"]) + ["tab:blue"] * len(risk["linkage"])
+    )
+    for x, value in enumerate(values):
+        bars.annotate(f"{value:.3f}", (x, value), ha="center", va="bottom", fontsize=7)
+    bars.set_ylim(0, 1.05)
+    bars.set_ylabel("risk")
+    bars.set_title("Hungarian attacks", fontsize=10)
+    figure.savefig(path)

@@ -147,7 +147,7 @@ def model_scores(
             hint=f"check the positive label {positive!r} against the column's values",
         )
     rows, weights = np.unique(np.column_stack([train_x, labels]), axis=0, return_counts=True)
-    classifier = _classifier(model, gamma=_scale_gamma(train_x))
+    classifier = make_classifier(model, gamma=_scale_gamma(train_x))
     classifier.fit(rows[:, :-1], rows[:, -1].astype(bool), sample_weight=weights.astype(np.float64))
     return f_measure(truth, classifier.predict(test_x).astype(bool))
 
@@ -242,7 +242,7 @@ def _scale_gamma(train_x: np.ndarray) -> float:
     return 1.0 / (train_x.shape[1] * variance) if variance > 0 else 1.0
 
 
-def _classifier(model: Model, *, gamma: float) -> Any:
+def make_classifier(model: Model, *, gamma: float = 1.0) -> Any:
     """The scikit-learn estimator, imported only now: it is an optional extra."""
     try:
         from sklearn.linear_model import LogisticRegression

@@ -29,6 +29,7 @@ from budget.ledger import RENEWALS, Balance, DatasetCap, Ledger, check_name
 from budget.loss import PrivacyLoss
 from proxy import __version__
 from proxy.cli.diversity import diversity_command
+from proxy.cli.factorize import factorize_command, factorized_risk_command
 from proxy.cli.materialize import materialize
 from proxy.cli.policy_report import check_policy, effective_policy
 from proxy.cli.reconstruct import reconstruct
@@ -1115,6 +1116,8 @@ MEASUREMENT_COLUMNS = ("quantity", "mechanism", "sensitivity", "epsilon", "noise
 
 
 materialize.add_command(diversity_command)
+materialize.add_command(factorize_command)
+risk.add_command(factorized_risk_command)
 main.add_command(materialize)
 main.add_command(risk)
 main.add_command(reconstruct)

@@ -19,7 +19,6 @@ from anonymizers.plots import plot_candidate_counts, require_matplotlib
 from anonymizers.risk.attack import AttackResult
 from anonymizers.risk.classic import class_sizes, classic_risk
 from anonymizers.risk.uniqueness import Domain, cell_count, column_domain, estimate_population_uniques
-from anonymizers.source import TableSource
 from proxy.cli.anonymize_options import (
     attack_options,
     declared_hierarchy,
@@ -32,19 +31,18 @@ from proxy.cli.anonymize_options import (
 )
 from proxy.cli.sources import (
     attack_pipeline,
-    dataset_table,
     engine_errors,
     open_source,
+    read_released,
     run_attack,
     source_arguments,
     source_options,
-    unescape,
 )
 from proxy.cli.support import declared_dataset, echo_json, friendly_errors, json_option, print_table
 from proxy.config import TablePolicy, load_config
 
 
-@click.command("risk")
+@click.group("risk", invoke_without_command=True)
 @source_options
 @click.option(
     "--released",
@@ -52,7 +50,7 @@ from proxy.config import TablePolicy, load_config
     "with the classic measures only.",
 )
 @click.option("--released-delimiter", help="CSV field separator of --released (default: guessed).")
-@click.option("--qi", required=True, help="Quasi-identifiers, comma-separated.")
+@click.option("--qi", help="Quasi-identifiers, comma-separated (required without a subcommand).")
 @click.option("--sensitive", help="Sensitive attribute (for the revealing risk).")
 @hierarchy_option
 @step_option
@@ -93,7 +91,13 @@ def risk(**options: Any) -> None:
     The attacker knows each original record's quasi-identifiers and how the table was made (--hierarchy,
     --step, --sample describe it); the evaluator knows which released row came from which original row
     (--link, or the row order).
+
+    `veil risk factorized` scores a factorized time-sequence release instead (its own --help).
     """
+    if _subcommand_runs(options):
+        return
+    if not options["qi"]:
+        raise click.UsageError("Missing option '--qi'.")
     qis = split_columns(options["qi"], "--qi")
     sensitive = options["sensitive"]
     columns = [*qis, *([sensitive] if sensitive else [])]
@@ -102,7 +106,13 @@ def risk(**options: Any) -> None:
     with open_source(*source_arguments(options)) as source:
         source.require_columns([*columns, *([options["link"]] if options["link"] else [])])
         original = source.dataframe(source.column_names())
-        released = _read_released(source, options) if options["released"] else original
+        released = (
+            read_released(
+                options["released"], options["config_path"], options["dataset"], options["released_delimiter"]
+            )
+            if options["released"]
+            else original
+        )
     report: dict[str, Any] = {"records": len(original), "released": len(released)}
     attack = None
     if options["released"]:
@@ -125,6 +135,25 @@ def risk(**options: Any) -> None:
         click.echo(f"plot: {options['plot_path']}")
 
 
+def _subcommand_runs(options: dict[str, Any]) -> bool:
+    """``veil risk factorized …``: this group's own options belong to a table's risk, not to the
+    subcommand's, so giving them before it is a mistake worth one line."""
+    context = click.get_current_context()
+    if context.invoked_subcommand is None:
+        return False
+    given = [
+        name
+        for name, value in options.items()
+        if context.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+    ]
+    if given:
+        raise click.UsageError(
+            f"options {', '.join(given)} belong to `veil risk`, not to `veil risk {context.invoked_subcommand}`;"
+            " put the subcommand first"
+        )
+    return True
+
+
 def _plot_risk(attack: AttackResult | None, released: pd.DataFrame, qis: list[str], path: Path) -> None:
     """The simulated attack's |C_i| per record; without a release, each record's class size (what a
     prosecutor's 1/|class| is computed from)."""
@@ -136,23 +165,6 @@ def _plot_risk(attack: AttackResult | None, released: pd.DataFrame, qis: list[st
     sizes = class_sizes(released, qis).to_numpy(dtype=np.float64)
     plot_candidate_counts(np.repeat(sizes, sizes.astype(np.int64)), path, title="classes of the table",
                           what="size of the record's class")  # fmt: skip
-
-
-def _read_released(source: TableSource, options: dict[str, Any]) -> pd.DataFrame:
-    text = options["released"]
-    if text.startswith("db:"):
-        with dataset_table(options["config_path"], options["dataset"], text[3:]) as released:
-            return released.dataframe(released.column_names())
-    path = Path(text)
-    if not path.exists():
-        raise AnonymizationError(f"released table {path} does not exist")
-    opened = (
-        TableSource.parquet(path)
-        if path.suffix.lower() == ".parquet"
-        else TableSource.csv(path, delimiter=unescape(options["released_delimiter"]))
-    )
-    with opened as released:
-        return released.dataframe(released.column_names())
 
 
 def _link(original: pd.DataFrame, released: pd.DataFrame, column: str | None) -> np.ndarray:

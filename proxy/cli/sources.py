@@ -101,6 +101,23 @@ def dataset_table(config_path: Path, dataset: str | None, table: str | None) -> 
     return TableSource.duckdb_file(policy.path, table)
 
 
+def read_released(text: str, config_path: Path, dataset: str | None, delimiter: str | None) -> pd.DataFrame:
+    """A released table read whole: ``PATH.csv``, ``PATH.parquet``, or ``db:TABLE`` in ``dataset``."""
+    if text.startswith("db:"):
+        with dataset_table(config_path, dataset, text[3:]) as released:
+            return released.dataframe(released.column_names())
+    path = Path(text)
+    if not path.exists():
+        raise AnonymizationError(f"released table {path} does not exist")
+    opened = (
+        TableSource.parquet(path)
+        if path.suffix.lower() == ".parquet"
+        else TableSource.csv(path, delimiter=unescape(delimiter))
+    )
+    with opened as released:
+        return released.dataframe(released.column_names())
+
+
 def unescape(delimiter: str | None) -> str | None:
     """``--delimiter '\\t'`` means a tab, as users type it in a shell."""
     return None if delimiter is None else delimiter.encode().decode("unicode_escape")
