@@ -26,7 +26,7 @@ from mechanisms.secure import (
     unmask,
 )
 from mechanisms.secure.parameters import OutputSharing
-from tests.unit.mechanisms.secure.conftest import parameters
+from tests.unit.mechanisms.secure.keys import parameters
 
 
 def encryptor_for(keypair: KeyPair, seed: int = 0) -> Encryptor:

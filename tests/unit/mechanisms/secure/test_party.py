@@ -18,7 +18,7 @@ from mechanisms.secure import (
     run_local,
 )
 from mechanisms.secure.party import shuffled
-from tests.unit.mechanisms.secure.conftest import parameters
+from tests.unit.mechanisms.secure.keys import parameters
 
 
 def test_alice_speaks_first_and_bob_waits(keypair: KeyPair) -> None:

@@ -23,7 +23,7 @@ from mechanisms.secure import (
 )
 from mechanisms.secure.parameters import OutputSharing
 from mechanisms.secure.protocols import membership_tests
-from tests.unit.mechanisms.secure.conftest import parameters
+from tests.unit.mechanisms.secure.keys import parameters
 
 PAIRS_3 = [(x, y) for x in range(8) for y in range(8)]
 

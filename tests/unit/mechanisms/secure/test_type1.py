@@ -27,7 +27,7 @@ from mechanisms.secure import (
 )
 from mechanisms.secure.paillier import Encryptor
 from mechanisms.secure.parameters import OutputSharing
-from tests.unit.mechanisms.secure.conftest import parameters
+from tests.unit.mechanisms.secure.keys import parameters
 
 
 def compare(
