@@ -451,9 +451,11 @@ def _plain(value: Any) -> Any:
 
 
 def _finish(report: dict[str, Any], options: dict[str, Any], written: str | None) -> None:
-    """Write the report and plot, then print the summary (the mapping never goes to the terminal)."""
-    if options.get("report_path") is not None and "mapping" in report:
-        options["report_path"].write_text(json.dumps(report, indent=1) + "\n")
+    """Write the report (materialize only: it holds the mapping) and the plot, then print the summary —
+    the mapping never goes to the terminal."""
+    report_path = options["report_path"] if "mapping" in report else None
+    if report_path is not None:
+        report_path.write_text(json.dumps(report, indent=1) + "\n")
     if options["plot_path"] is not None:
         plot_factorization(report, options["plot_path"])
     summary = {key: value for key, value in report.items() if key not in ("mapping", "errors")}
@@ -462,10 +464,13 @@ def _finish(report: dict[str, Any], options: dict[str, Any], written: str | None
         echo_json(summary)
         return
     print_table(_rows(summary), ["measure", "value"])
-    for line in (written, options.get("report_path") and f"report: {options['report_path']}",
-                 options["plot_path"] and f"plot: {options['plot_path']}"):  # fmt: skip
-        if line:
-            click.echo(line)
+    notes = [
+        written,
+        report_path and f"report: {report_path}",
+        options["plot_path"] and f"plot: {options['plot_path']}",
+    ]
+    for line in filter(None, notes):
+        click.echo(line)
 
 
 def _rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
