@@ -244,9 +244,37 @@ class VeilConfig:
     ledger: LedgerSettings
     server: ServerSettings
     datasets: Mapping[str, DatasetPolicy] = field(default_factory=dict)
+    federations: Mapping[str, FederationPolicy] = field(default_factory=dict)
 
     def dataset(self, name: str) -> DatasetPolicy | None:
         return self.datasets.get(name.lower())
+
+
+@dataclass(frozen=True)
+class FederationPolicy:
+    """A table held at two Veil sites with the same public group domain, whose joint counts are released only
+    where they reach ``threshold`` (proxy/federation/, docs/federation.md).
+
+    Analysts query it under the federation's ``name``; ``peer`` is the other site's federation address (this
+    site asks it), ``listen`` the address where this site answers the other's requests, paid from the
+    ledger of ``peer_analyst`` at ``epsilon`` per query. The link is authenticated with the shared secret in
+    the environment variable ``secret_env`` (never in this file)."""
+
+    name: str
+    dataset: str
+    table: str
+    group_by: tuple[str, ...]
+    threshold: int
+    secret_env: str
+    peer: tuple[str, int] | None = None
+    listen: tuple[str, int] | None = None
+    peer_analyst: str | None = None
+    epsilon: float | None = None
+    key_bits: int = 2048
+    timeout_s: float = 120.0
+
+
+FEDERATION_KEY_BITS = (1024, 2048, 3072, 4096)  # 1024 only for reproducing the dissertation's timings
 
 
 class _Reader:
@@ -640,7 +668,7 @@ def parse_config(text: str, *, path: Path) -> VeilConfig:
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
     root = _Reader(path, data, "")
-    root.reject_unknown({"ledger", "server", "datasets"})
+    root.reject_unknown({"ledger", "server", "datasets", "federations"})
     base = path.parent
     ledger = _ledger(root.child("ledger"), base)
     server = _server(root.child("server"), base)
@@ -648,7 +676,89 @@ def parse_config(text: str, *, path: Path) -> VeilConfig:
         _identifier(reader, name, "dataset"): _dataset(reader, name.lower(), base, server)
         for name, reader in root.child("datasets").children().items()
     }
-    return VeilConfig(path=path, ledger=ledger, server=server, datasets=MappingProxyType(datasets))
+    federations = {
+        _identifier(reader, name, "federation"): _federation(reader, name.lower(), datasets)
+        for name, reader in root.child("federations").children().items()
+    }
+    return VeilConfig(
+        path=path,
+        ledger=ledger,
+        server=server,
+        datasets=MappingProxyType(datasets),
+        federations=MappingProxyType(federations),
+    )
+
+
+def _federation(reader: _Reader, name: str, datasets: Mapping[str, DatasetPolicy]) -> FederationPolicy:
+    reader.reject_unknown(
+        {"dataset", "table", "group_by", "threshold", "secret_env", "peer", "listen", "peer_analyst"}
+        | {"epsilon", "key_bits", "timeout_s"}
+    )
+    dataset = datasets.get(reader.get("dataset", str, required=True).lower())
+    if dataset is None:
+        raise reader.fail(
+            "dataset", f"names no dataset; the datasets are {', '.join(sorted(datasets)) or 'none'}"
+        )
+    if dataset.tables.get(name) is not None:
+        raise reader.fail(None, f"the federation's name clashes with table {name} of dataset {dataset.name}")
+    table = dataset.tables.get(reader.get("table", str, required=True).lower())
+    if table is None or table.public:
+        raise reader.fail("table", f"must name a private table of dataset {dataset.name}")
+    group_by = tuple(str(column).lower() for column in reader.get("group_by", list, required=True))
+    for column in group_by:
+        policy = table.column(column)
+        if policy is None or policy.values is None:
+            raise reader.fail(
+                "group_by",
+                f"column {column} must be a column of {table.name} with declared values",
+                hint="both sites must publish the same public domain: give the column `values` in the policy",
+            )
+    if not group_by:
+        raise reader.fail("group_by", "needs at least one column")
+    threshold = reader.get("threshold", int, required=True)
+    if not 1 <= threshold < 2**30:
+        raise reader.fail("threshold", "must be an integer from 1 to 2^30 - 1")
+    secret_env = reader.get("secret_env", str, required=True)
+    if not IDENTIFIER.match(secret_env):
+        raise reader.fail("secret_env", "must name an environment variable (letters, digits, _)")
+    peer, listen = (_address(reader, key) for key in ("peer", "listen"))
+    if peer is None and listen is None:
+        raise reader.fail(None, "needs peer (this site asks), listen (this site answers) or both")
+    peer_analyst = reader.get("peer_analyst", str)
+    if listen is not None and peer_analyst is None:
+        raise reader.fail("peer_analyst", "is needed with listen: the ledger account that pays for answers")
+    epsilon = reader.get("epsilon", (int, float))
+    if epsilon is not None and not (
+        math.isfinite(epsilon) and dataset.min_epsilon <= epsilon <= dataset.max_epsilon
+    ):
+        raise reader.fail("epsilon", "must be within the dataset's [min_epsilon, max_epsilon]")
+    key_bits = reader.get("key_bits", int, 2048)
+    if key_bits not in FEDERATION_KEY_BITS:
+        raise reader.fail("key_bits", f"must be one of {', '.join(map(str, FEDERATION_KEY_BITS))}")
+    return FederationPolicy(
+        name=name,
+        dataset=dataset.name,
+        table=table.name,
+        group_by=group_by,
+        threshold=threshold,
+        secret_env=secret_env,
+        peer=peer,
+        listen=listen,
+        peer_analyst=peer_analyst.lower() if peer_analyst else None,
+        epsilon=float(epsilon) if epsilon is not None else None,
+        key_bits=key_bits,
+        timeout_s=_positive_number(reader, "timeout_s", 120.0),
+    )
+
+
+def _address(reader: _Reader, key: str) -> tuple[str, int] | None:
+    text = reader.get(key, str)
+    if text is None:
+        return None
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise reader.fail(key, f"must be HOST:PORT, got {text!r}")
+    return host.strip("[]"), int(port)
 
 
 def _server(reader: _Reader, base: Path) -> ServerSettings:

@@ -178,6 +178,10 @@ class LedgerConnectionError(ProxyError, sqlstate="08006"):
     """The connection to a PostgreSQL ledger broke."""
 
 
+class FederationPeerError(ProxyError, sqlstate="08001"):
+    """The federation peer could not be reached, did not authenticate, refused, or broke the protocol."""
+
+
 class InternalProxyError(ProxyError, sqlstate="XX000"):
     """A bug in Veil. Carries an incident id that also appears in the server log."""
 

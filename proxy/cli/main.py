@@ -30,6 +30,7 @@ from budget.loss import PrivacyLoss
 from proxy import __version__
 from proxy.cli.diversity import diversity_command
 from proxy.cli.factorize import factorize_command, factorized_risk_command
+from proxy.cli.federate import federate
 from proxy.cli.materialize import materialize
 from proxy.cli.policy_report import check_policy, effective_policy
 from proxy.cli.reconstruct import reconstruct
@@ -1121,3 +1122,4 @@ risk.add_command(factorized_risk_command)
 main.add_command(materialize)
 main.add_command(risk)
 main.add_command(reconstruct)
+main.add_command(federate)

@@ -8,6 +8,7 @@ it: after that, every outcome is charged (docs/privacy.md, "Side channels").
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from budget.ledger import BASIC, Ledger
 from budget.totals import Release
 from mechanisms.random_source import RandomSource
 from proxy import __version__
+from proxy.analysis.federated import SHAPE_HINT, count_column, federation_read, local_statement
 from proxy.analysis.output_names import output_name
 from proxy.analysis.parse import parse_statements, too_deep
 from proxy.analysis.shape import QueryShape
@@ -52,7 +54,7 @@ from proxy.backends.base import Backend
 from proxy.backends.duckdb import DuckDBBackend
 from proxy.backends.interrupts import response_deadline
 from proxy.catalog.shadow import READ_ONLY_PARAMETERS, ShadowCatalog
-from proxy.config import COARSE_CAP_STEP, ColumnType, DatasetPolicy
+from proxy.config import COARSE_CAP_STEP, ColumnType, DatasetPolicy, FederationPolicy
 from proxy.errors import (
     BackendUnavailableError,
     InvalidParameterValueError,
@@ -60,6 +62,7 @@ from proxy.errors import (
     QueryCanceledError,
     UnsupportedQueryError,
 )
+from proxy.federation.exchange import FederationGateway, PeerAnswer
 from proxy.query.budget_view import budget_table
 from proxy.query.planning import (
     Execute,
@@ -154,6 +157,7 @@ class QueryService:
         rng: RandomSource,
         accountant_of: Callable[[str], Accountant] = lambda _dataset: BASIC,
         cap_step_of: Callable[[str], float | None] | None = None,
+        federation: FederationGateway | None = None,
     ) -> None:
         """``accountant_of`` names each dataset's accountant (the policy's choice), for this
         dataset's debits and for the ``veil.budget`` view, which spans the analyst's datasets;
@@ -173,6 +177,7 @@ class QueryService:
         self.accountant = accountant_of(dataset.name)
         self.postprocessor = PostprocessEngine()
         self.catalog = ShadowCatalog(dataset)  # built on the first catalog query
+        self.federation = federation
 
     def update_policy(self, dataset: DatasetPolicy, *, accountant: Accountant) -> None:
         """A reloaded policy for the same engine (proxy/server/reload.py): later statements follow it;
@@ -202,6 +207,10 @@ class QueryService:
         text: str | None = None,
     ) -> StatementOutcome:
         """``text``: the statement as :meth:`statement_text` gives it, if the caller has it already."""
+        federation = self._federation_read(tree)
+        if federation is not None:
+            text = self.statement_text(tree) if text is None else text
+            return self._answer_federated(federation, tree, text, principal=principal, settings=settings)
         statement = _classified(tree, self.dataset)
         if isinstance(statement, PrivateQuery | TTestStatement):
             text = self.statement_text(tree) if text is None else text
@@ -222,6 +231,9 @@ class QueryService:
         table. A statement that changes the session (SET, BEGIN …) is not run: it has no rows. Any
         other statement is free and read-only (constants, public tables, the catalog, SHOW,
         ``veil.budget``): it is run, and its outcome returned for the Execute that follows."""
+        federation = self._federation_read(tree)
+        if federation is not None:
+            return Description(self._planned_columns(self._federated_shape(federation, tree)[0], settings))
         statement = _classified(tree, self.dataset)
         if isinstance(statement, PrivateQuery):
             return Description(self._planned_columns(statement.shape, settings))
@@ -295,6 +307,73 @@ class QueryService:
             case DeallocateStatement(name=name):
                 return StatementOutcome("DEALLOCATE" if name is not None else "DEALLOCATE ALL")
         raise UnsupportedQueryError("statement not supported")  # pragma: no cover - match is exhaustive
+
+    def _federation_read(self, tree: exp.Expression) -> FederationPolicy | None:
+        if self.federation is None:
+            return None
+        return federation_read(tree, self.federation.of_dataset(self.dataset.name))
+
+    def _federated_shape(self, federation: FederationPolicy, tree: exp.Expression) -> tuple[QueryShape, int]:
+        """The statement over this site's table, checked to be a federated count; and its count's column."""
+        assert isinstance(tree, exp.Select)
+        statement = _classified(local_statement(tree, federation), self.dataset)
+        if not isinstance(statement, PrivateQuery):
+            raise UnsupportedQueryError(f"federation {federation.name} answers counts only", hint=SHAPE_HINT)
+        return statement.shape, count_column(statement.shape, federation)
+
+    def _answer_federated(
+        self,
+        federation: FederationPolicy,
+        tree: exp.Expression,
+        text: str,
+        *,
+        principal: Principal,
+        settings: SessionSettings,
+    ) -> StatementOutcome:
+        """This site's DP counts, then the secure comparison of each cell's joint count with k at the
+        peer (docs/federation.md). The link is up and authenticated before the spend."""
+        assert self.federation is not None
+        shape, count = self._federated_shape(federation, tree)
+        with self.federation.open(federation) as link:
+            local = self._answer_and_charge(shape, text, principal=principal, settings=settings)
+            assert local.table is not None
+            rows = local.table.rows
+            cells = [tuple(str(v) for i, v in enumerate(row) if i != count) for row in rows]
+            joint = self.federation.ask(link, federation, text, cells, [float(row[count]) for row in rows])
+        released = [
+            (*row[:count], None if total is None else type(row[count])(round(total, 6)), *row[count + 1 :])
+            for row, total in zip(rows, joint.counts, strict=True)
+        ]
+        suppressed = sum(total is None for total in joint.counts)
+        notice = (
+            f"federation {federation.name}: {len(rows) - suppressed} of {len(rows)} cells reach k = "
+            f"{federation.threshold} and show both sites' noisy counts summed; {suppressed} suppressed (NULL). "
+            f"The other site spent ε = {joint.peer_epsilon:g} of its own budget; {joint.bytes_exchanged:,} bytes exchanged"
+        )
+        table = ReleasedTable(local.table.columns, released)
+        return dataclasses.replace(local, table=table, notices=(*local.notices, notice))
+
+    def answer_for_peer(self, federation: FederationPolicy, text: str) -> PeerAnswer:
+        """The answering site's DP counts for a federated statement from the peer, debited to the
+        federation's ``peer_analyst`` at its ε. Refused (nothing spent) unless it is a federated count."""
+        trees = self.parse(text)
+        if len(trees) != 1 or self._federation_read(trees[0]) is not federation:
+            raise UnsupportedQueryError(
+                f"the peer's statement is not a count of federation {federation.name}"
+            )
+        shape, count = self._federated_shape(federation, trees[0])
+        settings = SessionSettings()
+        if federation.epsilon is not None:
+            settings.set("veil.epsilon", repr(federation.epsilon))
+        assert federation.peer_analyst is not None
+        principal = Principal(federation.peer_analyst)
+        outcome = self._answer_and_charge(
+            shape, self.statement_text(trees[0]), principal=principal, settings=settings
+        )
+        assert outcome.table is not None
+        cells = [tuple(str(v) for i, v in enumerate(row) if i != count) for row in outcome.table.rows]
+        counts = [float(row[count]) for row in outcome.table.rows]
+        return PeerAnswer(cells, counts, self.epsilon(settings))
 
     def epsilon(self, settings: SessionSettings) -> float:
         chosen = settings.get("veil.epsilon")

@@ -15,6 +15,7 @@ from proxy.config import (
     DEFAULT_MAX_MESSAGE_SIZE,
     DEFAULT_MAX_STATEMENTS_PER_ANALYST,
 )
+from proxy.federation.exchange import FederationGateway
 from proxy.query.service import QueryService
 from proxy.server.analysis_pool import AnalysisPool
 from proxy.server.audit_trail import AuditWriter
@@ -44,6 +45,7 @@ class SessionContext:
         default_factory=lambda: StatementSlots(DEFAULT_MAX_STATEMENTS_PER_ANALYST)
     )
     analysis_pool: AnalysisPool | None = None  # None: long texts are analysed in threads
+    federation: FederationGateway | None = None  # this site's federations (proxy/federation/)
     throttle: LoginThrottle = field(
         default_factory=lambda: LoginThrottle(
             base=DEFAULT_AUTH_FAILURE_DELAY_MS / 1000, ceiling=DEFAULT_AUTH_FAILURE_MAX_DELAY_MS / 1000

@@ -18,6 +18,8 @@ from proxy.backends.interrupts import SHUTDOWN
 from proxy.backends.priority import at_engine_priority
 from proxy.config import DatasetPolicy, ServerSettings, VeilConfig
 from proxy.errors import BackendUnavailableError, ConfigError, TooManyConnectionsError
+from proxy.federation.exchange import FederationGateway
+from proxy.federation.peer import PeerListener
 from proxy.ledger_access import accountants, cap_steps, open_ledger
 from proxy.query.service import QueryService
 from proxy.server.analysis_pool import AnalysisPool
@@ -56,6 +58,7 @@ def build_context(config: VeilConfig, *, environ: Mapping[str, str] = NO_ENVIRON
             backend.close()
         sandbox.close()
         raise
+    federation = FederationGateway(config.federations, environ) if config.federations else None
     services = {
         name: QueryService(
             dataset,
@@ -65,12 +68,14 @@ def build_context(config: VeilConfig, *, environ: Mapping[str, str] = NO_ENVIRON
             rng=rng,
             accountant_of=accountants(config),
             cap_step_of=cap_steps(config),
+            federation=federation,
         )
         for name, dataset in config.datasets.items()
     }
     return SessionContext(
         ledger=ledger,
         services=services,
+        federation=federation,
         audit=AuditWriter(ledger.audit_log),
         max_message_size=config.server.max_message_size,
         authentication_timeout=config.server.authentication_timeout_s,
@@ -85,6 +90,17 @@ def build_context(config: VeilConfig, *, environ: Mapping[str, str] = NO_ENVIRON
             ceiling=config.server.auth_failure_max_delay_ms / 1000,
         ),
     )
+
+
+def start_peer_listeners(config: VeilConfig, context: SessionContext) -> list[PeerListener]:
+    """A listener for every federation this site answers (its ``listen`` address)."""
+    if context.federation is None:
+        return []
+    return [
+        PeerListener(context.federation, policy, context.services[policy.dataset].answer_for_peer).start()
+        for policy in config.federations.values()
+        if policy.listen is not None
+    ]
 
 
 def tls_context(settings: ServerSettings) -> ssl.SSLContext | None:
@@ -129,10 +145,12 @@ class VeilServer:
         self._server: asyncio.Server | None = None
         self._sessions: dict[Session, asyncio.Task[None]] = {}
         self._stopped = asyncio.Event()
+        self.peers: list[PeerListener] = []
 
     async def start(self, host: str, port: int) -> int:
-        """Listen and return the bound port (useful with port 0)."""
+        """Listen and return the bound port (useful with port 0); answer the federations' peers too."""
         self._server = await asyncio.start_server(self._accept, host, port)
+        self.peers = start_peer_listeners(self.config, self.context)
         return int(self._server.sockets[0].getsockname()[1])
 
     async def serve_forever(self) -> None:
@@ -268,5 +286,7 @@ def run_server(
     try:
         asyncio.run(main())
     finally:
+        for peer in server.peers:
+            peer.stop()
         if context.analysis_pool is not None:
             context.analysis_pool.close()

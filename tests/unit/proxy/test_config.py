@@ -264,7 +264,7 @@ INVALID_DOCUMENTS: list[tuple[str, Callable[[Document], None], str]] = [
     (
         "unknown top-level key",
         _set("colour", "red"),
-        "colour: unknown key; allowed keys are datasets, ledger, server",
+        "colour: unknown key; allowed keys are datasets, federations, ledger, server",
     ),
     (
         "column name not an identifier",
