@@ -33,7 +33,13 @@ def federate() -> None:
     "--cells", type=click.IntRange(2, 10), default=8, show_default=True, help="Regions (group cells)."
 )
 @click.option("--threshold", type=click.IntRange(min=1), default=20, show_default=True, help="k.")
-@click.option("--key-bits", type=click.Choice(["1024", "2048"]), default="2048", show_default=True)
+@click.option(
+    "--key-bits",
+    type=click.Choice(["1024", "2048"]),
+    default="2048",
+    show_default=True,
+    help="Paillier modulus (1024: the dissertation's setting).",
+)
 @click.option("--epsilon", type=float, default=1.0, show_default=True, help="ε of each site's counts.")
 @click.option(
     "--directory",
