@@ -84,6 +84,10 @@ class MissingUserError(ProxyError, sqlstate="28000"):
     """The startup packet named no user."""
 
 
+class NoActiveTransactionError(ProxyError, sqlstate="25P01"):
+    """A statement that needs a transaction block (DECLARE CURSOR without HOLD) outside one."""
+
+
 class InFailedTransactionError(ProxyError, sqlstate="25P02"):
     """A statement after an error inside BEGIN … ROLLBACK, as PostgreSQL refuses it."""
 

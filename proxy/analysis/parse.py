@@ -8,7 +8,7 @@ from typing import ClassVar
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ParseError, TokenError
-from sqlglot.tokens import TokenType
+from sqlglot.tokens import Token, TokenType
 
 from proxy.errors import ProgramLimitExceededError, QuerySyntaxError
 
@@ -53,7 +53,7 @@ def parse_statements(sql: str, *, max_tokens: int | None = None) -> list[exp.Exp
                 hint="shorten the statement (an IN list or an OR chain of thousands of terms); an "
                 "administrator can raise [datasets.NAME.limits] max_tokens",
             )
-        trees = dialect.parser().parse(tokens, sql)
+        trees = dialect.parser().parse(_client_tokens(tokens, sql), sql)
     except ParseError as error:
         raise QuerySyntaxError(
             _describe(error), position=_position(sql, error), hint="check the SQL near the position shown"
@@ -63,6 +63,48 @@ def parse_statements(sql: str, *, max_tokens: int | None = None) -> list[exp.Exp
     except RecursionError:
         raise too_deep() from None
     return [tree for tree in trees if tree is not None]
+
+
+_STATEMENT_COMMANDS = frozenset({"MOVE", "CLOSE"})  # cursor commands sqlglot does not know
+
+
+def _client_tokens(tokens: list[Token], sql: str) -> list[Token]:
+    """Two PostgreSQL forms sqlglot does not read, adjusted token by token (never in a query's body):
+
+    * ``MOVE …`` and ``CLOSE …`` at the start of a statement become generic commands, as the tokenizer
+      makes FETCH (the keyword, then the rest of the statement as one string), while ``close`` stays an
+      ordinary name anywhere else (a column of stock prices);
+    * ``COPY … TO STDOUT (FORMAT csv)``: the option list without ``WITH``, which sqlglot only reads after a
+      ``WITH``; the word is inserted between STDOUT and the parenthesis of a COPY statement."""
+    out: list[Token] = []
+    statement_start = 0
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        if token.token_type == TokenType.SEMICOLON:
+            statement_start = len(out) + 1
+        elif len(out) == statement_start and token.text.upper() in _STATEMENT_COMMANDS:
+            end = index + 1
+            while end < len(tokens) and tokens[end].token_type != TokenType.SEMICOLON:
+                end += 1
+            out.append(Token(TokenType.COMMAND, token.text, token.line, token.col, token.start, token.end))
+            if end > index + 1:
+                first, last = tokens[index + 1], tokens[end - 1]
+                text = sql[first.start : last.end + 1]
+                out.append(Token(TokenType.STRING, text, first.line, first.col, first.start, last.end))
+            index = end
+            continue
+        elif (
+            token.token_type == TokenType.L_PAREN
+            and index > 0
+            and tokens[index - 1].text.upper() == "STDOUT"
+            and len(out) > statement_start
+            and out[statement_start].text.upper() == "COPY"
+        ):
+            out.append(Token(TokenType.WITH, "WITH", token.line, token.col, token.start, token.start - 1))
+        out.append(token)
+        index += 1
+    return out
 
 
 def statement_spans(sql: str) -> list[tuple[int, int]]:

@@ -8,6 +8,7 @@ from sqlglot import exp
 
 from proxy.analysis.checks import check_constant_expression, check_public_query
 from proxy.analysis.complexity import check_complexity
+from proxy.analysis.copy import CopyStatement, copy_statement
 from proxy.analysis.output_names import output_name
 from proxy.analysis.reconstruct import ReconstructQuery, is_reconstruct, reconstruct_query
 from proxy.analysis.refusals import refuse
@@ -120,7 +121,8 @@ BUDGET_TABLE = "veil_budget"
 
 
 Statement = (
-    SetStatement
+    CopyStatement
+    | SetStatement
     | ShowStatement
     | ResetStatement
     | TransactionStatement
@@ -155,6 +157,8 @@ def classify(tree: exp.Expression, dataset: DatasetPolicy) -> Statement:
         return _set_statement(tree)
     if isinstance(tree, exp.Command):
         return _command(tree)
+    if isinstance(tree, exp.Copy):
+        return copy_statement(tree, dataset)
     if is_reconstruct(tree):
         assert isinstance(tree, exp.Select)
         return ReconstructStatement(reconstruct_query(tree, dataset))

@@ -26,6 +26,7 @@ from budget.ledger import BASIC, Ledger
 from budget.totals import Release
 from mechanisms.random_source import RandomSource
 from proxy import __version__
+from proxy.analysis.copy import CopyStatement
 from proxy.analysis.federated import SHAPE_HINT, count_column, federation_read, local_statement
 from proxy.analysis.output_names import output_name
 from proxy.analysis.parse import parse_statements, too_deep
@@ -93,6 +94,7 @@ from proxy.release.stored import decode_table, encode_table
 from proxy.rewrite.session_info import SessionInfo, constant_query
 from proxy.settings import SETTINGS, SETTINGS_BY_NAME, SessionSettings, lookup
 from proxy.wire import types as pgtypes
+from proxy.wire.copy_out import CopyOptions
 
 log = logging.getLogger("veil.query")
 
@@ -128,6 +130,7 @@ class StatementOutcome:
     notices: tuple[str, ...] = ()
     parameter_changed: tuple[str, str] | None = None  # a reported setting's new value
     charge: Charge | None = None  # set for answers from private data
+    copy: CopyOptions | None = None  # COPY … TO STDOUT: send the table as COPY data
 
 
 @dataclass(frozen=True)
@@ -212,6 +215,8 @@ class QueryService:
             text = self.statement_text(tree) if text is None else text
             return self._answer_federated(federation, tree, text, principal=principal, settings=settings)
         statement = _classified(tree, self.dataset)
+        if isinstance(statement, CopyStatement):
+            return self._copy(statement, tree, principal=principal, settings=settings, text=text)
         if isinstance(statement, PrivateQuery | TTestStatement):
             text = self.statement_text(tree) if text is None else text
             with response_deadline(self.dataset.response_deadline_ms):  # constant-time release, if set
@@ -235,6 +240,8 @@ class QueryService:
         if federation is not None:
             return Description(self._planned_columns(self._federated_shape(federation, tree)[0], settings))
         statement = _classified(tree, self.dataset)
+        if isinstance(statement, CopyStatement):
+            return Description(None)  # COPY answers with CopyOutResponse, not RowDescription
         if isinstance(statement, PrivateQuery):
             return Description(self._planned_columns(statement.shape, settings))
         if isinstance(statement, TTestStatement):
@@ -307,6 +314,22 @@ class QueryService:
             case DeallocateStatement(name=name):
                 return StatementOutcome("DEALLOCATE" if name is not None else "DEALLOCATE ALL")
         raise UnsupportedQueryError("statement not supported")  # pragma: no cover - match is exhaustive
+
+    def _copy(
+        self,
+        statement: CopyStatement,
+        tree: exp.Expression,
+        *,
+        principal: Principal,
+        settings: SessionSettings,
+        text: str | None,
+    ) -> StatementOutcome:
+        """COPY … TO STDOUT: the query answered (and priced) as the same SELECT, its rows sent as COPY data."""
+        text = self.statement_text(tree) if text is None else text
+        inner = self.run(statement.query, principal=principal, settings=settings, text=text)
+        if inner.table is None:
+            raise UnsupportedQueryError("COPY needs a query that returns rows")
+        return dataclasses.replace(inner, tag=f"COPY {len(inner.table.rows)}", copy=statement.options)
 
     def _federation_read(self, tree: exp.Expression) -> FederationPolicy | None:
         if self.federation is None:

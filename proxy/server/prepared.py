@@ -18,7 +18,8 @@ from decimal import Decimal
 from types import MappingProxyType
 from typing import Final
 
-from proxy.analysis.parameters import ParameterizedStatement
+from proxy.analysis.parameters import ParameterizedStatement, Tree, parameterized_statement
+from proxy.analysis.session_commands import ExecutePrepared, PrepareStatement, execute_arguments
 from proxy.errors import (
     DuplicatePortalError,
     DuplicatePreparedStatementError,
@@ -29,7 +30,7 @@ from proxy.errors import (
     UndefinedPreparedStatementError,
     UnsupportedQueryError,
 )
-from proxy.query.service import Description, StatementOutcome
+from proxy.query.service import Description, QueryService, StatementOutcome
 from proxy.release.apply import ResultColumn
 from proxy.wire import types as pgtypes
 from proxy.wire.errors import InvalidBinaryValueError, InvalidTextValueError, UnsupportedBinaryTypeError
@@ -117,6 +118,8 @@ class Portal:
     description: Description | None = None  # set by Describe
     outcome: StatementOutcome | None = None  # set by the first Execute
     sent: int = 0  # rows of the outcome already sent
+    hold: bool = False  # a cursor declared WITH HOLD: it outlives a COMMIT
+    declared_in_transaction: bool = False  # … but not a ROLLBACK of the transaction that declared it
 
     def formats(self, columns: Sequence[ResultColumn]) -> list[int]:
         return expand_format_codes(self.result_formats, len(columns), items="columns")
@@ -164,11 +167,69 @@ class PreparedState:
         else:
             del self._statements[self.statement(name).name]
 
-    def end_transaction(self) -> None:
-        """Portals live as long as their transaction (none is WITH HOLD)."""
+    def has_portal(self, name: str) -> bool:
+        return name in self._portals
+
+    def close_portal(self, name: str) -> None:
+        """SQL CLOSE: a missing cursor is an error here, unlike the Close message."""
+        self.portal(name)
+        del self._portals[name]
+
+    def close_all_portals(self) -> None:
         self._portals.clear()
+
+    def end_transaction(self, *, committed: bool = True) -> None:
+        """Portals live as long as their transaction, except cursors declared WITH HOLD, which outlive a
+        COMMIT — but not the ROLLBACK of the transaction that declared them."""
+        self._portals = {
+            name: portal
+            for name, portal in self._portals.items()
+            if portal.hold and (committed or not portal.declared_in_transaction)
+        }
+        for portal in self._portals.values():
+            portal.declared_in_transaction = False
 
     def forget_unnamed(self) -> None:
         """A simple Query replaces the unnamed statement and portal, as in PostgreSQL."""
         self._statements.pop("", None)
         self._portals.pop("", None)
+
+
+_TYPE_SPELLINGS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "int": "int4", "integer": "int4", "smallint": "int2", "bigint": "int8", "real": "float4",
+        "double precision": "float8", "float": "float8", "decimal": "numeric", "boolean": "bool",
+        "character varying": "varchar", "timestamp without time zone": "timestamp",
+        "timestamp with time zone": "timestamptz",
+    }
+)  # fmt: skip
+"""SQL spellings of the types PREPARE may declare, beside pg_type's own names (TYPE_NAMES)."""
+
+
+def sql_prepared_statement(command: PrepareStatement, service: QueryService) -> PreparedStatement:
+    """SQL ``PREPARE name (types) AS …``: the same prepared statement a Parse message makes, in the same
+    namespace (as in PostgreSQL, where EXECUTE can run a driver's statement and Bind an SQL one)."""
+    statement = parameterized_statement(service.parse(command.query), service.dataset)
+    declared = [_type_oid(name) for name in command.types]
+    return PreparedStatement(command.name, command.query, statement, parameter_types(declared, statement))
+
+
+def bound_execute(prepared: PreparedStatement, command: ExecutePrepared) -> Tree:
+    """SQL ``EXECUTE name (arguments)``: the statement bound as a Bind in text format would bind it."""
+    texts = execute_arguments(command.arguments)
+    values = prepared.decode([0] * len(texts), [None if text is None else text.encode() for text in texts])
+    tree = prepared.statement.bind(values)
+    if tree is None:
+        raise UnsupportedQueryError(f'prepared statement "{prepared.name}" is empty')
+    return tree
+
+
+def _type_oid(name: str) -> int:
+    spelled = " ".join(name.lower().split())
+    oid = pgtypes.OIDS_BY_NAME.get(_TYPE_SPELLINGS.get(spelled, spelled))
+    if oid is None:
+        raise UnsupportedQueryError(
+            f"type {name} is not supported in PREPARE",
+            hint="int, bigint, numeric, float8, text, bool, date, timestamp",
+        )
+    return oid

@@ -18,6 +18,15 @@ from dataclasses import dataclass
 from typing import NoReturn, ParamSpec, TypeVar
 
 from proxy.analysis.parameters import Tree, parameterized_statement
+from proxy.analysis.session_commands import (
+    CloseCursor,
+    DeclareCursor,
+    ExecutePrepared,
+    FetchCursor,
+    PrepareStatement,
+    SessionCommand,
+    command_of,
+)
 from proxy.analysis.statements import DeallocateStatement, classify
 from proxy.backends.interrupts import RELEASE_AT, SESSION_INTERRUPTER, Interrupter
 from proxy.config import ColumnType
@@ -30,18 +39,28 @@ from proxy.errors import (
     ProxyError,
     QueryCanceledError,
     UnknownDatabaseError,
+    UnsupportedQueryError,
     as_proxy_error,
 )
 from proxy.query.service import Description, Principal, QueryService, StatementOutcome
 from proxy.release.apply import ResultColumn
+from proxy.server import cursors
 from proxy.server.analysis_pool import RefusedStatement, parse_accepted
 from proxy.server.audit_trail import AuditTrail
 from proxy.server.connection import READ_CHUNK, ClientGone, Connection
 from proxy.server.context import SessionContext
 from proxy.server.login import log_in
 from proxy.server.pings import Ping, PingMemory
-from proxy.server.prepared import Portal, PreparedState, PreparedStatement, parameter_types
+from proxy.server.prepared import (
+    Portal,
+    PreparedState,
+    PreparedStatement,
+    bound_execute,
+    parameter_types,
+    sql_prepared_statement,
+)
 from proxy.settings import SessionSettings
+from proxy.wire import copy_out
 from proxy.wire import messages as wire
 from proxy.wire import types as pgtypes
 from proxy.wire.errors import InvalidEncodingError, WireProtocolError
@@ -288,17 +307,67 @@ class Session:
         thread hop would cost more than the answer), audited, and the transaction status moved on."""
         tag = service.transaction_tag(tree)
         self._check_transaction(tag)
-        literal = service.answer_literals(tree)
+        command = command_of(tree)
+        literal = service.answer_literals(tree) if command is None else None
         outcome = described if described is not None else literal
-        if outcome is None:
-            async with self.context.statement_slots.taken(principal.name):
-                outcome = await self._in_worker(
-                    service.run, tree, principal=principal, settings=self.settings, text=statement
-                )
+        if command is not None:
+            outcome = await self._session_command(command, statement, service, principal)
+        elif outcome is None:
+            outcome = await self._pipeline(tree, statement, service, principal)
         self._drop_prepared(tree, outcome, service)
         audit.answered(statement, outcome, ping=literal is not None)
+        self._end_transaction(tag)
         self.transaction_status = self._next_status(tag)
         return outcome
+
+    async def _pipeline(
+        self, tree: Tree, statement: str, service: QueryService, principal: Principal
+    ) -> StatementOutcome:
+        """The query pipeline in a worker thread, within the analyst's share of statement slots."""
+        async with self.context.statement_slots.taken(principal.name):
+            return await self._in_worker(
+                service.run, tree, principal=principal, settings=self.settings, text=statement
+            )
+
+    async def _session_command(
+        self, command: SessionCommand, statement: str, service: QueryService, principal: Principal
+    ) -> StatementOutcome:
+        """Cursors and SQL PREPARE/EXECUTE: their state is the session's (proxy/server/cursors.py,
+        proxy/server/prepared.py); the queries they hold go through the pipeline like any other."""
+        match command:
+            case DeclareCursor():
+                in_transaction = self.transaction_status == "T"
+                cursors.check_declare(self.prepared, command, in_transaction=in_transaction)
+                query = self._single(service, command.query)
+                answer = await self._pipeline(query, statement, service, principal)
+                return cursors.declare(self.prepared, command, answer, in_transaction=in_transaction)
+            case FetchCursor():
+                return cursors.fetch(self.prepared, command)
+            case CloseCursor():
+                return cursors.close(self.prepared, command)
+            case PrepareStatement():
+                self.prepared.add_statement(sql_prepared_statement(command, service))
+                return StatementOutcome("PREPARE")
+            case ExecutePrepared():
+                tree = bound_execute(self.prepared.statement(command.name), command)
+                return await self._pipeline(tree, service.statement_text(tree), service, principal)
+
+    @staticmethod
+    def _single(service: QueryService, query: str) -> Tree:
+        trees = service.parse(query)
+        if len(trees) != 1 or command_of(trees[0]) is not None:
+            raise UnsupportedQueryError(
+                "a cursor is declared for one query", hint="DECLARE c CURSOR FOR SELECT …"
+            )
+        return trees[0]
+
+    def _end_transaction(self, tag: str | None) -> None:
+        """Cursors end with their transaction (WITH HOLD ones survive a COMMIT); COMMIT of a failed
+        block is a rollback, as in PostgreSQL."""
+        if tag == "COMMIT" and self.transaction_status != "I":
+            self.prepared.end_transaction(committed=self.transaction_status == "T")
+        elif tag == "ROLLBACK" and self.transaction_status != "I":
+            self.prepared.end_transaction(committed=False)
 
     def _next_status(self, tag: str | None) -> str:
         """ROLLBACK TO SAVEPOINT clears a failed block but stays in it (and outside a block, where
@@ -484,6 +553,13 @@ class Session:
         if tree is None:
             return Description(None)
         self._check_transaction(service.transaction_tag(tree))
+        command = command_of(tree)
+        if isinstance(command, FetchCursor):
+            return Description(None if command.move else cursors.columns(self.prepared, command.name))
+        if isinstance(command, ExecutePrepared):
+            tree = bound_execute(self.prepared.statement(command.name), command)
+        elif command is not None:
+            return Description(None)  # DECLARE, CLOSE, PREPARE: no rows
         literals = service.answer_literals(tree)  # a driver's ping, described and answered on the loop
         if literals is not None and literals.table is not None:
             return Description(literals.table.columns, literals)
@@ -591,11 +667,24 @@ def _notice(text: str) -> bytes:
 
 def _outcome_messages(outcome: StatementOutcome) -> list[bytes]:
     """A simple query's answer: the columns, every row in text, what the run says, the command tag."""
+    if outcome.copy is not None:
+        return [*_copy_messages(outcome), *_run_messages(outcome), wire.command_complete(outcome.tag)]
     out: list[bytes] = []
     if outcome.table is not None:
         out.append(_row_description(outcome.table.columns, None))
         out.extend(_data_rows(outcome.table.columns, outcome.table.rows, None))
     return [*out, *_run_messages(outcome), wire.command_complete(outcome.tag)]
+
+
+def _copy_messages(outcome: StatementOutcome) -> list[bytes]:
+    """COPY … TO STDOUT: CopyOutResponse, one CopyData per row (and header), CopyDone."""
+    assert outcome.table is not None and outcome.copy is not None
+    names = [column.name for column in outcome.table.columns]
+    return [
+        copy_out.copy_out_response(len(names)),
+        *copy_out.copy_rows(names, outcome.table.rows, outcome.copy),
+        copy_out.copy_done(),
+    ]
 
 
 def _run_messages(outcome: StatementOutcome) -> list[bytes]:
@@ -612,6 +701,12 @@ def _portal_messages(portal: Portal, max_rows: int, *, first: bool) -> list[byte
     PostgreSQL counts them. Only the Execute that ran the statement says what the run says."""
     outcome = portal.outcome
     assert outcome is not None
+    if outcome.copy is not None:  # COPY sends all its rows in one Execute, whatever max_rows says
+        return [
+            *_copy_messages(outcome),
+            *(_run_messages(outcome) if first else []),
+            wire.command_complete(outcome.tag),
+        ]
     table = outcome.table
     rows = table.rows if table is not None else []
     start = portal.sent
