@@ -118,7 +118,9 @@ def test_pgjdbc_scenario(
     remarks = {name: remark for name, _, remark in columns}
     assert "privacy unit" in remarks["patient_id"]
     assert steps["disconnect"]["closed"] is True
-    # one DP count charged; the refused query, the metadata and the repeated count cost nothing
-    assert admin.balance(analyst)["spent_epsilon"] == pytest.approx(EPSILON)
+    assert steps["fetch_size"]["rows"] == 7  # every region, read two at a time through a portal
+    # two DP answers charged (the count, the grouped count read through a portal); the refused query, the
+    # metadata and the repeated count cost nothing
+    assert admin.balance(analyst)["spent_epsilon"] == pytest.approx(2 * EPSILON)
     # the cancelled query released nothing but is charged: the engine had started on it
     assert_cancel_charged(slow_target, slow_analyst)

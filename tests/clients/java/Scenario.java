@@ -199,6 +199,21 @@ public final class Scenario {
       }
     });
     step("after_refusal", () -> "\"value\":" + count(conn, minAge));
+    step("fetch_size", () -> {
+      // setFetchSize inside a transaction: pgjdbc reads the answer through a portal, two rows at a time
+      conn.setAutoCommit(false);
+      int rows = 0;
+      try (Statement statement = conn.createStatement()) {
+        statement.setFetchSize(2);
+        try (ResultSet result = statement.executeQuery(
+            "SELECT region, COUNT(*) FROM patients GROUP BY region")) {
+          while (result.next()) rows++;
+        }
+      }
+      conn.commit();
+      conn.setAutoCommit(true);
+      return "\"rows\":" + rows;
+    });
     step("cancel", () -> cancelSlowQuery(slowUrl, slowUser, slowPassword, slowQuery));
     step("disconnect", () -> {
       conn.close();

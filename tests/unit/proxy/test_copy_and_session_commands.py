@@ -1,0 +1,136 @@
+"""COPY's text and CSV encodings, COPY statements' options and refusals, and the grammar of cursor and
+PREPARE/EXECUTE commands (proxy/wire/copy_out.py, proxy/analysis/copy.py, proxy/analysis/session_commands.py)."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from proxy.analysis.copy import copy_statement
+from proxy.analysis.parse import parse_statements
+from proxy.analysis.session_commands import (
+    CloseCursor,
+    DeclareCursor,
+    ExecutePrepared,
+    FetchCursor,
+    PrepareStatement,
+    command_of,
+    execute_arguments,
+)
+from proxy.errors import PolicyViolationError, QuerySyntaxError, UnsupportedQueryError
+from proxy.wire.copy_out import CopyOptions, copy_data, copy_out_response, copy_rows
+from tests.unit.proxy.policy_fixture import clinic_policy
+
+
+def lines(
+    rows: list[tuple[object, ...]], options: CopyOptions, names: tuple[str, ...] = ("a", "b")
+) -> list[str]:
+    return [message[5:].decode() for message in copy_rows(list(names), rows, options)]
+
+
+def test_text_format_escapes_like_postgresql() -> None:
+    rows = [("tab\there", None), ("new\nline", "back\\slash"), ("plain", 3)]
+    assert lines(rows, CopyOptions()) == ["tab\\there\t\\N\n", "new\\nline\tback\\\\slash\n", "plain\t3\n"]
+    assert lines([("a|b", 1)], CopyOptions(delimiter="|")) == ["a\\|b|1\n"]
+
+
+def test_csv_format_quotes_only_what_needs_quoting_and_writes_a_header() -> None:
+    rows = [("x,y", None), ('say "hi"', ""), (datetime.date(2024, 3, 4), 1.5)]
+    assert lines(rows, CopyOptions(format="csv", header=True)) == [
+        "a,b\n",
+        '"x,y",\n',
+        '"say ""hi""",""\n',
+        "2024-03-04,1.5\n",
+    ]
+
+
+def test_copy_messages_are_framed_as_the_protocol_says() -> None:
+    assert copy_out_response(2) == b"H\x00\x00\x00\x0b\x00\x00\x02\x00\x00\x00\x00"
+    assert copy_data(b"x\n") == b"d\x00\x00\x00\x06x\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("COPY (SELECT 1) TO STDOUT", CopyOptions()),
+        ("COPY (SELECT 1) TO STDOUT CSV HEADER", CopyOptions(format="csv", header=True)),
+        ("COPY (SELECT 1) TO STDOUT (FORMAT csv, HEADER, DELIMITER ';')", CopyOptions("csv", True, ";")),
+        ("COPY (SELECT 1) TO STDOUT WITH (FORMAT text, HEADER false)", CopyOptions()),
+        ("COPY (SELECT 1) TO STDOUT WITH DELIMITER '|'", CopyOptions(delimiter="|")),
+    ],
+)
+def test_copy_options_in_every_spelling_psql_and_drivers_send(text: str, expected: CopyOptions) -> None:
+    (tree,) = parse_statements(text)
+    assert copy_statement(tree, clinic_policy()).options == expected  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "error", "message"),
+    [
+        ("COPY visits TO STDOUT", PolicyViolationError, "would reveal the private rows"),
+        ("COPY visits FROM STDIN", UnsupportedQueryError, "COPY FROM is not supported"),
+        ("COPY (SELECT 1) TO '/tmp/x'", UnsupportedQueryError, "server file"),
+        ("COPY (SELECT 1) TO STDOUT (FORMAT binary)", UnsupportedQueryError, "format 'binary'"),
+        ("COPY (SELECT 1) TO STDOUT (FREEZE)", UnsupportedQueryError, "option"),
+    ],
+)
+def test_copy_refusals_name_what_to_write_instead(text: str, error: type[Exception], message: str) -> None:
+    (tree,) = parse_statements(text)
+    with pytest.raises(error, match=message):
+        copy_statement(tree, clinic_policy())  # type: ignore[arg-type]
+
+
+def test_a_column_named_close_is_still_a_column() -> None:
+    (tree,) = parse_statements("SELECT close FROM prices")
+    assert command_of(tree) is None and tree.sql() == "SELECT close FROM prices"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "DECLARE _psql_cursor NO SCROLL CURSOR FOR SELECT 1",
+            DeclareCursor("_psql_cursor", False, "SELECT 1"),
+        ),
+        ('DECLARE "Named" CURSOR WITH HOLD FOR SELECT 1', DeclareCursor("Named", True, "SELECT 1")),
+        ("FETCH FORWARD 100 FROM _psql_cursor", FetchCursor("_psql_cursor", 100, move=False)),
+        ("FETCH ALL IN c", FetchCursor("c", None, move=False)),
+        ("FETCH C", FetchCursor("c", 1, move=False)),
+        ("MOVE FORWARD 3 IN c", FetchCursor("c", 3, move=True)),
+        ("CLOSE ALL", CloseCursor(None)),
+        ("close c", CloseCursor("c")),
+        (
+            "PREPARE p (int, double precision) AS SELECT $1",
+            PrepareStatement("p", ("int", "double precision"), "SELECT $1"),
+        ),
+        ("EXECUTE p(1, 'a')", ExecutePrepared("p", "1, 'a'")),
+    ],
+)
+def test_session_commands_are_read_as_postgresql_writes_them(text: str, expected: object) -> None:
+    (tree,) = parse_statements(text)
+    assert command_of(tree) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("FETCH BACKWARD 2 FROM c", UnsupportedQueryError),
+        ("FETCH PRIOR FROM c", UnsupportedQueryError),
+        ("DECLARE c BINARY CURSOR FOR SELECT 1", UnsupportedQueryError),
+        ("DECLARE c FOR SELECT 1", QuerySyntaxError),
+        ("PREPARE p SELECT 1", QuerySyntaxError),
+    ],
+)
+def test_unsupported_or_malformed_commands_are_refused(text: str, error: type[Exception]) -> None:
+    (tree,) = parse_statements(text)
+    with pytest.raises(error):
+        command_of(tree)
+
+
+def test_execute_arguments_are_constants_as_bind_text() -> None:
+    assert execute_arguments("1, -2.5, 'it''s', NULL, TRUE, CAST('2024-01-02' AS DATE)") == [
+        "1", "-2.5", "it's", None, "true", "2024-01-02",
+    ]  # fmt: skip
+    with pytest.raises(UnsupportedQueryError, match="constants"):
+        execute_arguments("1 + 1")
