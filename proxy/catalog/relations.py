@@ -147,10 +147,12 @@ CREATE TABLE veil_pg_catalog.pg_database (
     datistemplate BOOLEAN, datallowconn BOOLEAN, datconnlimit INTEGER, datfrozenxid BIGINT,
     datminmxid BIGINT, dattablespace BIGINT, datcollate VARCHAR, datctype VARCHAR, daticulocale VARCHAR,
     daticurules VARCHAR, datcollversion VARCHAR, datacl VARCHAR[]);
-CREATE TABLE veil_pg_catalog.pg_authid (
+CREATE TABLE veil_shadow.roles (
     oid BIGINT, rolname VARCHAR, rolsuper BOOLEAN, rolinherit BOOLEAN, rolcreaterole BOOLEAN,
     rolcreatedb BOOLEAN, rolcanlogin BOOLEAN, rolreplication BOOLEAN, rolbypassrls BOOLEAN,
     rolconnlimit INTEGER, rolpassword VARCHAR, rolvaliduntil TIMESTAMP WITH TIME ZONE);
+CREATE TABLE veil_shadow.keywords (
+    word VARCHAR, catcode VARCHAR, barelabel BOOLEAN, catdesc VARCHAR, baredesc VARCHAR);
 CREATE TABLE veil_pg_catalog.pg_settings (
     name VARCHAR, setting VARCHAR, unit VARCHAR, category VARCHAR, short_desc VARCHAR, extra_desc VARCHAR,
     context VARCHAR, vartype VARCHAR, source VARCHAR, min_val VARCHAR, max_val VARCHAR,
@@ -314,6 +316,14 @@ JOIN duckdb_columns() c ON c.schema_name = r.schema_name AND c.table_name = r.re
 WHERE c.comment IS NOT NULL
 UNION ALL
 SELECT oid, 2615::BIGINT, 0, description FROM veil_shadow.schema_descriptions;
+
+-- the owner, and the analyst asking (the session's user, set on the answering cursor): never other analysts
+CREATE VIEW veil_pg_catalog.pg_authid AS
+SELECT * FROM veil_shadow.roles
+UNION ALL
+SELECT 16384::BIGINT, getvariable('veil_user'), false, true, false, false, true, false, false, -1,
+    NULL::VARCHAR, NULL::TIMESTAMP WITH TIME ZONE
+WHERE getvariable('veil_user') IS NOT NULL AND getvariable('veil_user') <> 'veil';
 
 CREATE VIEW veil_pg_catalog.pg_roles AS
 SELECT rolname, rolsuper, rolinherit, rolcreaterole, rolcreatedb, rolcanlogin, rolreplication,
@@ -480,6 +490,7 @@ CREATE MACRO veil_pg_catalog.pg_get_viewdef(view_oid) AS NULL::VARCHAR,
 CREATE MACRO veil_pg_catalog.pg_get_triggerdef(trigger_oid) AS NULL::VARCHAR,
     (trigger_oid, pretty) AS NULL::VARCHAR;
 CREATE MACRO veil_pg_catalog.pg_get_partkeydef(relation) AS NULL::VARCHAR;
+CREATE MACRO veil_pg_catalog.pg_get_keywords() AS TABLE SELECT * FROM veil_shadow.keywords;
 CREATE MACRO veil_pg_catalog.pg_get_statisticsobjdef_columns(statistics) AS NULL::VARCHAR;
 CREATE MACRO veil_pg_catalog.pg_get_function_result(function) AS NULL::VARCHAR;
 CREATE MACRO veil_pg_catalog.pg_get_function_arguments(function) AS NULL::VARCHAR;

@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -25,6 +25,7 @@ from sqlglot import exp
 from proxy.backends.duckdb import SANDBOX_CONFIG
 from proxy.catalog import relations as catalog
 from proxy.catalog.comments import column_comment, table_comment
+from proxy.catalog.keywords import keyword_rows
 from proxy.catalog.names import column_names
 from proxy.catalog.translate import Setting, UnansweredCatalogQuery, shadow_query
 from proxy.config import ColumnType, DatasetPolicy, TablePolicy
@@ -76,8 +77,10 @@ MAX_REMEMBERED_GAPS = 1000  # distinct unanswered relations/functions logged onc
 class ShadowCatalog:
     """Answers catalog queries of one dataset from its shadow database."""
 
-    def __init__(self, dataset: DatasetPolicy) -> None:
+    def __init__(self, dataset: DatasetPolicy, databases: Sequence[str] = ()) -> None:
+        """``databases``: every dataset the server serves, which pg_database lists (psql's \\l)."""
         self.dataset = dataset
+        self.databases = tuple(databases)
         self._lock = threading.Lock()
         self._connection: duckdb.DuckDBPyConnection | None = None
         self._known: frozenset[tuple[str, str]] = frozenset()
@@ -91,6 +94,7 @@ class ShadowCatalog:
             sql = shadow_query(tree, info=info, setting=setting, known=self._known).sql(dialect="duckdb")
             cursor = connection.cursor()
             try:
+                cursor.execute("SET VARIABLE veil_user = ?", [info.user])  # pg_authid shows this analyst
                 cursor.execute(sql)
                 description = [(column[0], str(column[1])) for column in cursor.description or []]
                 rows = cursor.fetchall()
@@ -105,7 +109,7 @@ class ShadowCatalog:
         """The shadow, built on first use."""
         with self._lock:
             if self._connection is None:
-                self._connection, self._known = build_shadow(self.dataset)
+                self._connection, self._known = build_shadow(self.dataset, self.databases)
             return self._connection
 
     def _empty(self, tree: exp.Query, gap: Exception) -> ReleasedTable:
@@ -134,12 +138,14 @@ class ShadowCatalog:
         )
 
 
-def build_shadow(dataset: DatasetPolicy) -> tuple[duckdb.DuckDBPyConnection, frozenset[tuple[str, str]]]:
+def build_shadow(
+    dataset: DatasetPolicy, databases: Sequence[str] = ()
+) -> tuple[duckdb.DuckDBPyConnection, frozenset[tuple[str, str]]]:
     """The shadow of ``dataset`` and its (schema, relation) pairs; nothing here reads the backend."""
     connection = duckdb.connect(":memory:", config=dict(SANDBOX_CONFIG))
     connection.execute(catalog.INTERNAL_DDL)
     connection.execute(catalog.PG_CATALOG_TABLES)
-    _fill_fixed_rows(connection, dataset)
+    _fill_fixed_rows(connection, dataset, databases)
     _create_dataset_tables(connection, dataset)
     connection.execute(catalog.PG_CATALOG_VIEWS)
     connection.execute(catalog.MACROS)
@@ -156,7 +162,9 @@ def _insert(connection: duckdb.DuckDBPyConnection, table: str, rows: list[tuple[
         connection.execute(statement.sql(dialect="duckdb"), [value for row in rows for value in row])
 
 
-def _fill_fixed_rows(connection: duckdb.DuckDBPyConnection, dataset: DatasetPolicy) -> None:
+def _fill_fixed_rows(
+    connection: duckdb.DuckDBPyConnection, dataset: DatasetPolicy, databases: Sequence[str]
+) -> None:
     types = _type_rows()
     _insert(connection, "veil_pg_catalog.pg_type", [row[:-1] for row in types])
     _insert(connection, "veil_shadow.type_names", [(row[0], row[-1]) for row in types])
@@ -174,17 +182,19 @@ def _fill_fixed_rows(connection: duckdb.DuckDBPyConnection, dataset: DatasetPoli
     description = f"dataset {dataset.name}: private tables answer differentially private aggregates only"
     _insert(connection, "veil_shadow.schema_descriptions", [(catalog.DATASET_SCHEMA_OID, description)])
     _insert(connection, "veil_pg_catalog.pg_shdescription", [(catalog.DATABASE_OID, 1262, description)])
+    others = [name for name in databases if name != dataset.name]
     _insert(
         connection,
         "veil_pg_catalog.pg_database",
-        [(catalog.DATABASE_OID, dataset.name, owner, catalog.UTF8_ENCODING, "c", False, True, -1, 0, 0,
-          1663, "C", "C", None, None, None, None)],
+        [(catalog.DATABASE_OID + i, name, owner, catalog.UTF8_ENCODING, "c", False, True, -1, 0, 0,
+          1663, "C", "C", None, None, None, None) for i, name in enumerate([dataset.name, *others])],
     )  # fmt: skip
     _insert(
         connection,
-        "veil_pg_catalog.pg_authid",
+        "veil_shadow.roles",
         [(owner, catalog.OWNER, False, True, False, False, False, False, False, -1, None, None)],
     )
+    _insert(connection, "veil_shadow.keywords", keyword_rows())
     _insert(
         connection,
         "veil_pg_catalog.pg_am",

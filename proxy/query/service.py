@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -161,6 +161,7 @@ class QueryService:
         accountant_of: Callable[[str], Accountant] = lambda _dataset: BASIC,
         cap_step_of: Callable[[str], float | None] | None = None,
         federation: FederationGateway | None = None,
+        databases: Sequence[str] = (),
     ) -> None:
         """``accountant_of`` names each dataset's accountant (the policy's choice), for this
         dataset's debits and for the ``veil.budget`` view, which spans the analyst's datasets;
@@ -179,14 +180,15 @@ class QueryService:
         )
         self.accountant = accountant_of(dataset.name)
         self.postprocessor = PostprocessEngine()
-        self.catalog = ShadowCatalog(dataset)  # built on the first catalog query
+        self.databases = tuple(databases)  # every dataset of the server, for the catalog's pg_database
+        self.catalog = ShadowCatalog(dataset, self.databases)  # built on the first catalog query
         self.federation = federation
 
     def update_policy(self, dataset: DatasetPolicy, *, accountant: Accountant) -> None:
         """A reloaded policy for the same engine (proxy/server/reload.py): later statements follow it;
         one already classified keeps the table policy it was planned with."""
         self.dataset, self.accountant = dataset, accountant
-        self.catalog = ShadowCatalog(dataset)
+        self.catalog = ShadowCatalog(dataset, self.databases)
 
     def parse(self, sql: str) -> list[exp.Expression]:
         return parse_statements(sql, max_tokens=self.dataset.limits.max_tokens)
@@ -288,7 +290,7 @@ class QueryService:
                 return StatementOutcome("SHOW", table=table)
             case PublicQuery(tree=tree):
                 description, rows = self.backend.execute(tree.sql(dialect=self.backend.dialect))
-                names = tuple(name for name, _ in description)
+                names = _public_names(tree, description)
                 return StatementOutcome(f"SELECT {len(rows)}", table=_typed_table(names, description, rows))
             case SetStatement(name=name, value=value):
                 if value is not None and lookup(name).name == "veil.epsilon":
@@ -738,6 +740,17 @@ _SAMPLE_VALUES: dict[ColumnType, object] = {
 
 
 _INT64_LIMIT = 2**63
+
+
+def _public_names(tree: exp.Expression, description: list[tuple[str, str]]) -> tuple[str, ...]:
+    """Column names as PostgreSQL gives them (``count`` for COUNT(*), not DuckDB's ``count_star()``), where
+    the select list says them; the engine's for ``*`` and anything else."""
+    items = tree.expressions if isinstance(tree, exp.Select) else []
+    if len(items) != len(description) or any(
+        item.find(exp.Star) is not None and not isinstance(item, exp.Count) for item in items
+    ):
+        return tuple(name for name, _ in description)
+    return tuple(output_name(item) for item in items)
 
 
 def _literal_items(tree: exp.Expression) -> list[tuple[ColumnType, object]] | None:

@@ -69,6 +69,7 @@ def build_context(config: VeilConfig, *, environ: Mapping[str, str] = NO_ENVIRON
             accountant_of=accountants(config),
             cap_step_of=cap_steps(config),
             federation=federation,
+            databases=tuple(config.datasets),
         )
         for name, dataset in config.datasets.items()
     }

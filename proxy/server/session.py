@@ -314,6 +314,8 @@ class Session:
             outcome = await self._session_command(command, statement, service, principal)
         elif outcome is None:
             outcome = await self._pipeline(tree, statement, service, principal)
+        if tag == "COMMIT" and self.transaction_status == "E":
+            outcome = StatementOutcome("ROLLBACK")  # as PostgreSQL answers COMMIT of a failed block
         self._drop_prepared(tree, outcome, service)
         audit.answered(statement, outcome, ping=literal is not None)
         self._end_transaction(tag)

@@ -164,3 +164,22 @@ def test_sql_prepare_execute_deallocate(veil_server: RunningServer, admin: Admin
         with pytest.raises(psycopg.errors.ProtocolViolation):
             connection.execute("EXECUTE two(1, 2)")
         assert connection.execute("EXECUTE two(41)").fetchone() == (42,)
+
+
+def test_answers_named_and_tagged_as_postgresql_names_and_tags_them(
+    veil_server: RunningServer, admin: Admin
+) -> None:
+    first, second = admin.add_analyst(1.0, prefix="pgnames"), admin.add_analyst(1.0, prefix="pgnames")
+    with connect(veil_server, first, autocommit=True) as connection:
+        cursor = connection.execute("SELECT COUNT(*), MAX(code) FROM zones")
+        assert [column.name for column in cursor.description or []] == ["count", "max"]
+        connection.execute("BEGIN")
+        with pytest.raises(psycopg.Error):
+            connection.execute("SELECT no_such_column FROM zones")
+        assert connection.execute("COMMIT").statusmessage == "ROLLBACK"  # COMMIT of a failed block
+        keywords = connection.execute("SELECT COUNT(*) FROM pg_get_keywords() WHERE catcode = 'R'").fetchone()
+        assert keywords is not None and keywords[0] > 50
+    roles = psql(veil_server, "-A", "-t", "-c", "\\du", analyst=first).stdout
+    assert first.name in roles and second.name not in roles  # an analyst sees themselves, not the others
+    databases = psql(veil_server, "-A", "-t", "-c", "\\l", analyst=first).stdout
+    assert databases.startswith("demo|")

@@ -184,3 +184,20 @@ def test_long_public_domains_are_summarized() -> None:
     assert comment.endswith(f"1919, … ({len(values)} values)")
     assert comment.count(",") == MAX_LISTED_VALUES
     assert table_comment(table).endswith("max_contributions: 1 row per person")
+
+
+def test_pg_database_lists_every_dataset_and_pg_roles_the_asking_analyst_only() -> None:
+    catalog = ShadowCatalog(clinic_policy(), databases=("archive", "clinic"))
+    assert rows(catalog, "SELECT datname FROM pg_database ORDER BY oid") == [("clinic",), ("archive",)]
+    assert rows(catalog, "SELECT rolname FROM pg_roles ORDER BY rolname") == [("alice",), ("veil",)]
+    other = SessionInfo(version=INFO.version, user="bob", database="clinic")
+    table = catalog.answer(
+        parse_statements("SELECT rolname FROM pg_roles")[0], info=other, setting=lambda _: None
+    )
+    assert sorted(table.rows) == [("bob",), ("veil",)]
+
+
+def test_pg_get_keywords_lists_postgresql_keywords() -> None:
+    catalog = ShadowCatalog(clinic_policy())
+    assert rows(catalog, "SELECT catcode FROM pg_get_keywords() WHERE word = 'select'") == [("R",)]
+    assert rows(catalog, "SELECT COUNT(*) FROM pg_catalog.pg_get_keywords()")[0][0] == 460
