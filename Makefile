@@ -3,18 +3,24 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+CORE := $(VENV)/.installed-core
 DEMO_DIR ?= demo
 PORT ?= 5433
 
 .PHONY: demo test bench lint docs clean
 
-$(STAMP): pyproject.toml
+# `make demo` installs what serving needs; `make test` (and lint, docs, bench) the dev extras on top.
+$(CORE): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(CORE)
+
+$(STAMP): $(CORE)
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)  ## build the synthetic demo (once) and serve it in the foreground
+demo: $(CORE)  ## build the synthetic demo (once) and serve it in the foreground (PORT=5433 by default)
 	test -f $(DEMO_DIR)/veil.toml || $(BIN)/veil init-demo $(DEMO_DIR)
 	@echo
 	@echo 'connect with:  psql "postgresql://alice:veil-demo@127.0.0.1:$(PORT)/demo"'

@@ -23,7 +23,7 @@ READY = re.compile(r"listening on (?P<host>\S+):(?P<port>\d+)")
 START_TIMEOUT_S = 60.0
 
 
-@click.group()
+@click.group(short_help="Federations: joint counts with another Veil site.")
 def federate() -> None:
     """Federations: tables shared with another Veil site, released only where joint counts reach k."""
 

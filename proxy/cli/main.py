@@ -28,13 +28,7 @@ from budget.errors import InvalidBudgetError, UnknownAnalystError
 from budget.ledger import RENEWALS, Balance, DatasetCap, Ledger, check_name
 from budget.loss import PrivacyLoss
 from proxy import __version__
-from proxy.cli.diversity import diversity_command
-from proxy.cli.factorize import factorize_command, factorized_risk_command
-from proxy.cli.federate import federate
-from proxy.cli.materialize import materialize
-from proxy.cli.policy_report import check_policy, effective_policy
-from proxy.cli.reconstruct import reconstruct
-from proxy.cli.risk import risk
+from proxy.cli.lazy import LazyGroup
 from proxy.cli.support import (
     Column,
     as_records,
@@ -92,7 +86,25 @@ def _delta(value: float) -> float:
     return value
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    lazy={
+        "materialize": (
+            "proxy.cli.materialize:materialize",
+            "Export an anonymized copy of a table (no budget spent).",
+        ),
+        "risk": (
+            "proxy.cli.risk:risk",
+            "Score a released table: simulated attack and classic risk measures.",
+        ),
+        "reconstruct": (
+            "proxy.cli.reconstruct:reconstruct",
+            "Estimate a cross-tabulation from a sensitive-QID release.",
+        ),
+        "federate": ("proxy.cli.federate:federate", "Federations: joint counts with another Veil site."),
+    },
+)
 @click.version_option(__version__, prog_name="veil")
 def main() -> None:
     """Veil: a PostgreSQL-compatible proxy that answers SQL aggregates with differential privacy.
@@ -224,7 +236,8 @@ def serve(
         click.echo("stopped", err=True)
     except OSError as error:
         raise ConfigError(
-            f"cannot listen on {bind_host}:{bind_port}: {error.strerror}", hint="choose another --port"
+            f"cannot listen on {bind_host}:{bind_port}: {error.strerror}",
+            hint="choose another --port (with `make demo`: make demo PORT=5544); another PostgreSQL may hold it",
         ) from None
 
 
@@ -310,6 +323,10 @@ def analyst() -> None:
     their password, never the password."""
 
 
+def _has_terminal() -> bool:
+    return sys.stdin.isatty()
+
+
 def _read_password(password_stdin: bool, password_env: str | None) -> str:
     """From VAR (--password-env), standard input (--password-stdin), or a prompt asked twice."""
     if password_stdin and password_env is not None:
@@ -320,6 +337,10 @@ def _read_password(password_stdin: bool, password_env: str | None) -> str:
             raise click.ClickException(f"the environment variable {password_env} is not set or empty")
     elif password_stdin:
         password = sys.stdin.readline().rstrip("\n")
+    elif not _has_terminal():  # getpass would warn, then read the password visibly
+        raise click.UsageError(
+            "no terminal to ask the password on: give --password-stdin or --password-env VAR"
+        )
     else:
         password = click.prompt("password", hide_input=True, confirmation_prompt=True)
     if not password:
@@ -826,6 +847,8 @@ def policy_validate(config_path: Path, as_json: bool) -> None:
       veil policy validate --config veil.toml
     """
     config = load_config(config_path)
+    from proxy.cli.policy_report import check_policy
+
     checks = check_policy(config, os.environ)
     if as_json:
         echo_json(as_records(checks))
@@ -857,6 +880,8 @@ def policy_show(config_path: Path, as_json: bool) -> None:
     """
     config = load_config(config_path)
     if as_json:
+        from proxy.cli.policy_report import effective_policy
+
         echo_json(effective_policy(config))
         return
     server = config.server
@@ -1114,12 +1139,3 @@ def _measurement_row(measurement: object) -> dict[str, object]:
 
 
 MEASUREMENT_COLUMNS = ("quantity", "mechanism", "sensitivity", "epsilon", "noise_scale", "error_bound_95")
-
-
-materialize.add_command(diversity_command)
-materialize.add_command(factorize_command)
-risk.add_command(factorized_risk_command)
-main.add_command(materialize)
-main.add_command(risk)
-main.add_command(reconstruct)
-main.add_command(federate)

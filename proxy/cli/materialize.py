@@ -187,7 +187,7 @@ def _brief(value: object) -> str:
 # --- materialize ------------------------------------------------------------------------------------------------
 
 
-@click.group()
+@click.group(short_help="Export an anonymized copy of a table (no budget spent).")
 def materialize() -> None:
     """Export a sanitized copy of a table, with a risk and a utility report.
 
@@ -915,3 +915,15 @@ def _loss_metrics(
         if column.mean_absolute_error is not None:
             metrics[f"mean_absolute_error_{column.attribute}"] = column.mean_absolute_error
     return metrics
+
+
+def _register_subcommands() -> None:
+    """The commands that live in modules of their own."""
+    from proxy.cli.diversity import diversity_command
+    from proxy.cli.factorize import factorize_command
+
+    materialize.add_command(diversity_command)
+    materialize.add_command(factorize_command)
+
+
+_register_subcommands()

@@ -51,10 +51,13 @@ def _command_sections(
         max_content_width=100,
         **command.context_settings,
     )
+    if isinstance(command, click.Group):  # loads lazy subcommands first, so the help lists them as run
+        children = {name: command.get_command(context, name) for name in command.list_commands(context)}
     sections = [f"## `{' '.join(path)}`", "", "```", command.get_help(context).rstrip(), "```", ""]
     if isinstance(command, click.Group):
-        for name in sorted(command.commands):
-            sections += _command_sections(command.commands[name], [*path, name], context)
+        for name, child in sorted(children.items()):
+            assert child is not None
+            sections += _command_sections(child, [*path, name], context)
     return sections
 
 

@@ -42,7 +42,11 @@ from proxy.cli.support import declared_dataset, echo_json, friendly_errors, json
 from proxy.config import TablePolicy, load_config
 
 
-@click.group("risk", invoke_without_command=True)
+@click.group(
+    "risk",
+    invoke_without_command=True,
+    short_help="Score a released table: simulated attack and classic risk measures.",
+)
 @source_options
 @click.option(
     "--released",
@@ -238,3 +242,12 @@ def _flatten(report: dict[str, Any], prefix: str = "") -> list[dict[str, Any]]:
         elif not isinstance(value, list):
             rows.append({"measure": name, "value": value})
     return rows
+
+
+def _register_subcommands() -> None:
+    from proxy.cli.factorize import factorized_risk_command
+
+    risk.add_command(factorized_risk_command)
+
+
+_register_subcommands()

@@ -346,7 +346,8 @@ def test_analyst_add_and_passwd_take_the_password_from_a_variable(
         query(veil_server, Analyst(name, "first secret"), "SELECT 1")
 
 
-def test_analyst_passwd_prompts_twice(admin: Admin) -> None:
+def test_analyst_passwd_prompts_twice(admin: Admin, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("proxy.cli.main._has_terminal", lambda: True)  # CliRunner's input stands in for one
     analyst = admin.add_analyst(0.1, prefix="prompted")
     before = verifier(admin, analyst.name)
     result = admin.run("analyst", "passwd", analyst.name, input="new one\nnew one\n")
@@ -354,6 +355,12 @@ def test_analyst_passwd_prompts_twice(admin: Admin) -> None:
     assert verifier(admin, analyst.name) != before
     mismatch = admin.run("analyst", "passwd", analyst.name, input="a\nb\na\na\n")
     assert "do not match" in mismatch.output
+
+
+def test_without_a_terminal_the_password_options_are_named_not_a_getpass_warning(admin: Admin) -> None:
+    result = admin.run("analyst", "add", "noterminal")  # CliRunner's stdin is not a terminal
+    assert result.exit_code == 2
+    assert "--password-stdin or --password-env" in result.output and "Warning" not in result.output
 
 
 @pytest.mark.parametrize(
