@@ -45,8 +45,8 @@ def text_data_rows(rows: Sequence[Sequence[object]]) -> bytes:
         raise UnencodableValueError(f"integer does not fit its protocol field: ({width},)")
     columns = [_column_text(column) for column in zip(*rows, strict=True)]
     sizes = map(sum, zip(*(sizes for _, _, sizes in columns), strict=True)) if width else repeat(0, len(rows))
-    headers = map(add, _length_fields(list(map(add, sizes, repeat(6 + 4 * width)))), repeat(_int16(width)))
-    fields = (part for texts, lengths, _ in columns for part in (_length_fields(lengths), texts))
+    headers = map(add, length_fields(list(map(add, sizes, repeat(6 + 4 * width)))), repeat(_int16(width)))
+    fields = (part for texts, lengths, _ in columns for part in (length_fields(lengths), texts))
     return "".join(chain.from_iterable(zip(repeat("D"), headers, *fields))).encode("latin-1")
 
 
@@ -57,11 +57,11 @@ def _column_text(values: tuple[object, ...]) -> tuple[list[str], list[int], list
     if types == {str}:
         texts: list[str] = list(values)  # type: ignore[arg-type]
         if not "".join(texts).isascii():
-            texts = list(_latin1(map(str.encode, texts)))
+            texts = list(latin1_chars(map(str.encode, texts)))
     elif types == {int}:
         texts = list(map(int.__repr__, values))  # type: ignore[arg-type]
     elif types == {float}:
-        texts = _float_texts(values)  # type: ignore[arg-type]
+        texts = float_texts(values)  # type: ignore[arg-type]
     else:
         encoded = [encode_text_value(value) for value in values]
         texts = [item.decode("latin-1") if item is not None else "" for item in encoded]
@@ -70,7 +70,7 @@ def _column_text(values: tuple[object, ...]) -> tuple[list[str], list[int], list
     return texts, lengths, lengths
 
 
-def _float_texts(values: tuple[float, ...]) -> list[str]:
+def float_texts(values: tuple[float, ...]) -> list[str]:
     """float8out's text of each value: when all are zero or in the range where repr is positional
     (the usual case), that is repr without a trailing ".0"; otherwise ``float_text`` one by one."""
     magnitudes = list(filter(None, map(abs, values)))
@@ -81,16 +81,16 @@ def _float_texts(values: tuple[float, ...]) -> list[str]:
     return list(map(float_text, values))
 
 
-def _length_fields(lengths: list[int]) -> Iterable[str]:
+def length_fields(lengths: list[int]) -> Iterable[str]:
     """The Int32 length field before each value, from a table for the usual short values."""
     if max(lengths) < _CACHED_LENGTHS:
         return map(_LENGTH_PREFIXES.__getitem__, lengths)
-    return _latin1(map(_INT32.pack, lengths))
+    return latin1_chars(map(_INT32.pack, lengths))
 
 
 def _int16(value: int) -> str:
     return value.to_bytes(2, "big").decode("latin-1")
 
 
-def _latin1(chunks: Iterable[bytes]) -> Iterable[str]:
+def latin1_chars(chunks: Iterable[bytes]) -> Iterable[str]:
     return map(bytes.decode, chunks, repeat("latin-1"))

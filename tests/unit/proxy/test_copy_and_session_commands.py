@@ -26,7 +26,14 @@ from tests.unit.proxy.policy_fixture import clinic_policy
 def lines(
     rows: list[tuple[object, ...]], options: CopyOptions, names: tuple[str, ...] = ("a", "b")
 ) -> list[str]:
-    return [message[5:].decode() for message in copy_rows(list(names), rows, options)]
+    """The CopyData messages' payloads, one per line."""
+    data, out = copy_rows(list(names), rows, options), []
+    while data:
+        assert data[:1] == b"d"
+        length = int.from_bytes(data[1:5], "big")
+        out.append(data[5 : 1 + length].decode())
+        data = data[1 + length :]
+    return out
 
 
 def test_text_format_escapes_like_postgresql() -> None:
@@ -43,6 +50,12 @@ def test_csv_format_quotes_only_what_needs_quoting_and_writes_a_header() -> None
         '"say ""hi""",""\n',
         "2024-03-04,1.5\n",
     ]
+
+
+def test_wide_and_non_ascii_columns_keep_their_byte_lengths() -> None:
+    rows = [("é" * 3000, 1), ("tab\tü", None)] * 3
+    assert lines(rows, CopyOptions()) == ["é" * 3000 + "\t1\n", "tab\\tü\t\\N\n"] * 3
+    assert lines([], CopyOptions()) == []
 
 
 def test_copy_messages_are_framed_as_the_protocol_says() -> None:
@@ -134,3 +147,10 @@ def test_execute_arguments_are_constants_as_bind_text() -> None:
     ]  # fmt: skip
     with pytest.raises(UnsupportedQueryError, match="constants"):
         execute_arguments("1 + 1")
+
+
+def test_wide_and_non_ascii_columns_keep_their_byte_lengths() -> None:
+    rows = [("é" * 3000, 1), ("tab\tü", None)] * 3
+    assert lines(rows, CopyOptions()) == ["é" * 3000 + "\t1\n", "tab\\tü\t\\N\n"] * 3
+    assert lines([], CopyOptions()) == []
+    assert lines([], CopyOptions(format="csv", header=True)) == ["a,b\n"]
