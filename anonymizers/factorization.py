@@ -84,7 +84,7 @@ def factorize(
     """Factorize M ≈ U Vᵀ over all n·m entries (Ω = every entry of the 0/1 matrix, spec §3).
 
     ``solver``: ``"sgd"`` is the papers' stochastic gradient descent (:func:`_sgd`); ``"als"`` minimizes the
-    *same* objective by alternating exact least squares (:func:`_als`), ~10× faster on large matrices and
+    *same* objective by alternating exact least squares (:func:`_als`), 4× faster in wall time at 10,000 × 5,000 (docs/benchmarks.md) and
     with a comparable error curve; ``"nmf"`` is the non-negative variant of [D] §2.2.4 with the spec's
     corrected Lee–Seung updates (no λ: its objective is ‖M − UVᵀ‖²_F). All start from U, V ~ Uniform[0, 1].
     """

@@ -13,9 +13,10 @@ k-anonymized release — to any row of their own cluster. Risk = n′/n (Def 5.3
 releases as the sources score (the Fig. 5.1 example); the exact credit 1/|cluster| per success is
 reported too, since clusters hold up to 2k − 1 rows.
 
-Memory: the solver needs the dense n × n cost matrix. It is built in float32 (400 MB at 10 000 users
-instead of 800 MB), a block of rows at a time, each block's distances computed in float64 and then
-rounded, so no n × n float64 temporary ever exists.
+Memory: the solver needs the dense n × n cost matrix. It is built in float32 (400 MB at 10 000 users), a
+block of rows at a time, each block's distances computed in float64 and then rounded — but scipy's
+``linear_sum_assignment`` copies it to float64 (800 MB), and the two tables are read as float64 too, so an
+attack at 10 000 users × 5 000 items peaks near 2.1 GB (docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -190,6 +190,7 @@ def factorize_command(**options: Any) -> None:
     risks = _score(windows.matrices, published, settings.k, options)
     report = _report(options, spec, windows, settings, releases, risks, pseudonyms, started)
     report["utility"] = _utility(windows.matrices, published, options["utility_columns"], rng)
+    report["warnings"] = _warnings(published, settings)
     report["seconds"] = round(time.monotonic() - started, 2)
     _finish(report, options, f"wrote {len(frame):,} rows to {options['out']}")
 
@@ -464,6 +465,8 @@ def _finish(report: dict[str, Any], options: dict[str, Any], written: str | None
         echo_json(summary)
         return
     print_table(_rows(summary), ["measure", "value"])
+    for warning in summary.get("warnings", []):
+        click.echo(f"warning: {warning}")
     notes = [
         written,
         report_path and f"report: {report_path}",
@@ -478,19 +481,42 @@ def _rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
         {"measure": "users × items", "value": f"{summary['users']} × {summary['items']}"},
         {"measure": "method", "value": _method_text(summary["settings"])},
     ]
-    risk = summary["risk"]
+    risk, clustered = summary["risk"], summary["settings"]["k"] is not None
     rows += [
-        {"measure": f"re-identification risk, window {w + 1}", "value": round(r["risk"], 4)}
+        {"measure": f"re-identification risk, window {w + 1}", "value": _risk_text(r, clustered)}
         for w, r in enumerate(risk["reidentification"])
     ]
     rows += [
-        {"measure": f"linkage risk, windows {w + 1}→{w + 2}", "value": round(r["risk"], 4)}
+        {"measure": f"linkage risk, windows {w + 1}→{w + 2}", "value": _risk_text(r, clustered)}
         for w, r in enumerate(risk["linkage"])
     ]
     if summary.get("utility"):
         rows.append({"measure": "utility (Uti, mean)", "value": round(summary["utility"]["uti_mean"], 4)})
     rows.append({"measure": "seconds", "value": summary["seconds"]})
     return rows
+
+
+def _risk_text(scores: dict[str, float], clustered: bool) -> str | float:
+    """The sources' score; for clustered releases the exact 1/|group| credit beside it, since 1/k overstates
+    the risk when post-processing merges groups (an all-zero release is one group of everyone)."""
+    if not clustered:
+        return round(scores["risk"], 4)
+    return f"{scores['risk']:.4f} (1/|group| credit: {scores['risk_exact_credit']:.4f})"
+
+
+def _warnings(published: list[np.ndarray], settings: ReleaseSettings) -> list[str]:
+    """What makes a release useless or its scores misleading, said once in the summary and the report."""
+    notes = []
+    for window, matrix in enumerate(published, 1):
+        if settings.threshold is not None and not matrix.any():
+            notes.append(
+                f"window {window}: no value reached the threshold {settings.threshold:g}, so nothing was written "
+                "(a fit over all cells of a sparse matrix is small everywhere: use --clip, or a lower "
+                "--regularization)"
+            )
+        elif len(np.unique(matrix, axis=0)) == 1:
+            notes.append(f"window {window}: every user was published identically")
+    return notes
 
 
 def _method_text(settings: dict[str, Any]) -> str:

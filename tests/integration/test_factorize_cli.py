@@ -182,3 +182,15 @@ def test_risk_options_before_the_subcommand_are_a_usage_error(dataset: dict[str,
     output = veil("risk", "--qi", "uid", "factorized", "--report", "r.json", "--released", "x", expect=2)
     assert "put the subcommand first" in output
     assert "Missing option '--qi'" in veil("risk", "--input", dataset["config"], expect=2)
+
+
+def test_a_threshold_nothing_reaches_is_said_and_clustered_scores_show_the_exact_credit(
+    tmp_path: Path,
+) -> None:
+    events = tmp_path / "events.csv"
+    event_log().to_csv(events, index=False)
+    out = tmp_path / "empty.parquet"
+    text = veil("materialize", "factorize", "--input", events, *WINDOWING, "--k", 3, "--threshold", 5.0, *FAST,
+                "--out", out)  # fmt: skip
+    assert "no value reached the threshold 5" in text
+    assert "(1/|group| credit: 0.0250)" in text  # everyone in one group of 40: 1/40, not the sources' 1/3
