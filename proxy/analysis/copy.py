@@ -8,14 +8,28 @@ would be (priced the same, refused the same), and its rows are sent in COPY form
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from sqlglot import exp
 
 from proxy.config import DatasetPolicy
 from proxy.errors import PolicyViolationError, UnsupportedQueryError
-from proxy.wire.copy_out import CopyOptions
 
 _FORMATS = {"text": "text", "csv": "csv"}
+CopyFormat = Literal["text", "csv"]
+
+
+@dataclass(frozen=True)
+class CopyOptions:
+    """``FORMAT``, ``HEADER`` (CSV only, as in PostgreSQL 15) and ``DELIMITER`` of a COPY TO."""
+
+    format: CopyFormat = "text"
+    header: bool = False
+    delimiter: str | None = None
+
+    @property
+    def separator(self) -> str:
+        return self.delimiter if self.delimiter is not None else ("," if self.format == "csv" else "\t")
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from budget.ledger import BASIC, Ledger
 from budget.totals import Release
 from mechanisms.random_source import RandomSource
 from proxy import __version__
-from proxy.analysis.copy import CopyStatement
+from proxy.analysis.copy import CopyOptions, CopyStatement
 from proxy.analysis.federated import SHAPE_HINT, count_column, federation_read, local_statement
 from proxy.analysis.output_names import output_name
 from proxy.analysis.parse import parse_statements, too_deep
@@ -94,7 +94,6 @@ from proxy.release.stored import decode_table, encode_table
 from proxy.rewrite.session_info import SessionInfo, constant_query
 from proxy.settings import SETTINGS, SETTINGS_BY_NAME, SessionSettings, lookup
 from proxy.wire import types as pgtypes
-from proxy.wire.copy_out import CopyOptions
 
 log = logging.getLogger("veil.query")
 

@@ -684,7 +684,13 @@ def _copy_messages(outcome: StatementOutcome) -> list[bytes]:
     names = [column.name for column in outcome.table.columns]
     return [
         copy_out.copy_out_response(len(names)),
-        copy_out.copy_rows(names, outcome.table.rows, outcome.copy),
+        copy_out.copy_rows(
+            names,
+            outcome.table.rows,
+            csv=outcome.copy.format == "csv",
+            header=outcome.copy.header,
+            separator=outcome.copy.separator,
+        ),
         copy_out.copy_done(),
     ]
 

@@ -16,28 +16,12 @@ import functools
 import re
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import chain, repeat
-from typing import Literal
 
 from proxy.wire.rows import float_texts, latin1_chars, length_fields
 from proxy.wire.types import encode_text_value
 
-CopyFormat = Literal["text", "csv"]
 _TEXT_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f", "\v": "\\v"}
-
-
-@dataclass(frozen=True)
-class CopyOptions:
-    """``FORMAT``, ``HEADER`` (CSV only, as in PostgreSQL 15) and ``DELIMITER`` of a COPY TO."""
-
-    format: CopyFormat = "text"
-    header: bool = False
-    delimiter: str | None = None
-
-    @property
-    def separator(self) -> str:
-        return self.delimiter if self.delimiter is not None else ("," if self.format == "csv" else "\t")
 
 
 def copy_out_response(columns: int) -> bytes:
@@ -54,16 +38,17 @@ def copy_done() -> bytes:
     return b"c\x00\x00\x00\x04"
 
 
-def copy_rows(names: Sequence[str], rows: Sequence[Sequence[object]], options: CopyOptions) -> bytes:
+def copy_rows(
+    names: Sequence[str], rows: Sequence[Sequence[object]], *, csv: bool, header: bool, separator: str
+) -> bytes:
     """The CopyData messages of a whole answer, one per row (a header line first, when asked for), built column
     by column as proxy/wire/rows.py builds DataRows: a 100,000-row COPY must not cost a Python call per value.
     The result is assembled as a Latin-1 string (one character per byte) and encoded once."""
-    separator = options.separator
     lines: list[str] = []
-    if options.header and options.format == "csv":
-        lines.append(separator.join(_column([str(name) for name in names], options, header=True)))
+    if header and csv:
+        lines.append(separator.join(_column([str(name) for name in names], csv, separator, header=True)))
     if rows:
-        columns = [_column(list(values), options) for values in zip(*rows, strict=True)]
+        columns = [_column(list(values), csv, separator) for values in zip(*rows, strict=True)]
         lines.extend(map(separator.join, zip(*columns, strict=True)) if columns else [""] * len(rows))
     if not lines:
         return b""
@@ -71,7 +56,7 @@ def copy_rows(names: Sequence[str], rows: Sequence[Sequence[object]], options: C
     return "".join(chain.from_iterable(zip(repeat("d"), prefixes, lines, repeat("\n")))).encode("latin-1")
 
 
-def _column(values: list[object], options: CopyOptions, *, header: bool = False) -> list[str]:
+def _column(values: list[object], csv: bool, separator: str, *, header: bool = False) -> list[str]:
     """One column's fields, escaped for the format, as Latin-1 characters (one per byte)."""
     types = set(map(type, values))
     if types == {int}:
@@ -82,11 +67,7 @@ def _column(values: list[object], options: CopyOptions, *, header: bool = False)
         texts: list[str | None] = list(values)  # type: ignore[arg-type]
     else:
         texts = [None if (text := encode_text_value(value)) is None else text.decode() for value in values]
-    fields = (
-        _csv_fields(texts, options.separator, header)
-        if options.format == "csv"
-        else _text_fields(texts, options.separator)
-    )
+    fields = _csv_fields(texts, separator, header) if csv else _text_fields(texts, separator)
     joined = "".join(fields)
     return fields if joined.isascii() else list(latin1_chars(map(str.encode, fields)))
 
