@@ -175,8 +175,7 @@ def _partitioned(select: exp.Select, dataset: DatasetPolicy) -> QueryShape | Non
         )
     k = _rank_limit(select.args.get("where"), rank)
     ordered = [
-        exp.Ordered(this=node, desc=bool(original.args.get("desc")))
-        for node, original in zip(ranked_by, order.expressions, strict=True)
+        _reordered(original, node) for node, original in zip(ranked_by, order.expressions, strict=True)
     ]
     # ties between noisy counts broken by the keys, so that the ranking is deterministic
     ordered += [exp.Ordered(this=exp.column(key_column(i))) for i in range(len(shape.group_keys))]
@@ -198,6 +197,13 @@ def _partitioned(select: exp.Select, dataset: DatasetPolicy) -> QueryShape | Non
     return dataclasses.replace(
         shape, postprocess=post, output_names=outputs, top_k=TopK(k, 0, tuple(sorted(set(partition_keys))))
     )
+
+
+def _reordered(original: exp.Ordered, node: exp.Expression) -> exp.Ordered:
+    """The window's ORDER BY item (direction, NULLS) over the noisy column it reads."""
+    copy = original.copy()
+    copy.set("this", node)
+    return copy
 
 
 def _ranking_shape(plain: exp.Select, extra: list[exp.Expression], dataset: DatasetPolicy) -> QueryShape:
