@@ -291,7 +291,7 @@ def test_explain_states_the_split_without_spending(service: QueryService, ledger
             "SELECT * FROM (SELECT genre, COUNT(*) AS n, ROW_NUMBER() OVER (ORDER BY COUNT(*) DESC) AS r"
             " FROM purchases GROUP BY genre ORDER BY n LIMIT 4) AS t WHERE r <= 3",
             PolicyViolationError,
-            "ORDER is not supported inside a ranking subquery",
+            "ORDER BY is not supported inside a ranking subquery",
         ),
         (
             "SELECT item, COUNT(DISTINCT user_id) AS n FROM purchases GROUP BY item ORDER BY n DESC LIMIT 2",
