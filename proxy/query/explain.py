@@ -188,12 +188,12 @@ def _explain_top_k(plan: TopKPlan, engine_sql: str | None, *, dialect: str) -> E
         f"person moves a key's score by at most 1), then their counts get noise (ε={counts.epsilon:.4g}); "
         "the selection's error bound is how many people below the k-th largest count a selected key may be",
     )
-    histograms = (
-        {"gate (keys from the data)": gate_sql} if (gate_sql := gate_query(plan, dialect=dialect)) else {}
-    )
+    gate_sql = gate_query(plan, dialect=dialect)
+    if gate_sql is not None:
+        notes += (f"candidate keys from the data, each person in at most L keys: {gate_sql}",)
     return Explanation(
         engine_sql,
-        histograms,
+        {},
         plan.epsilon,
         released,
         plan.delta,
