@@ -367,14 +367,26 @@ class VeilSession:
             ledger=self.ledger,
             rng=random.Random(seed),
         )
+        # (d) draws from its own seeded stream, so that (a)-(c) get the very noise they got before (d)
+        # existed: their published figures reproduce exactly
+        self.top_k_service = QueryService(
+            dataset,
+            backend=self.service.backend,
+            sandbox=self.service.sandbox,
+            ledger=self.ledger,
+            rng=random.Random(f"top-k {seed}"),
+        )
         self.settings = {name: SessionSettings() for name in self.accounts}
 
     def close(self) -> None:
         self.service.backend.close()
 
-    def sql(self, principal: str, text: str) -> list[tuple[object, ...]]:
-        (tree,) = self.service.parse(text)
-        outcome = self.service.run(tree, principal=Principal(principal), settings=self.settings[principal])
+    def sql(
+        self, principal: str, text: str, *, service: QueryService | None = None
+    ) -> list[tuple[object, ...]]:
+        service = service or self.service
+        (tree,) = service.parse(text)
+        outcome = service.run(tree, principal=Principal(principal), settings=self.settings[principal])
         return outcome.table.rows if outcome.table is not None else []
 
     def spent(self, principal: str) -> float:
@@ -405,10 +417,11 @@ class VeilSession:
     def top_k_table(self, experiment: Experiment, m: int, *, epsilon: float) -> Table:
         """(d): the m categories with the most distinct purchasers in every class, one query for all
         classes: a DP top-m selection per class (docs/sql.md, "Top-k"), then noisy counts of those."""
-        principal = top_k_account(m)
-        self.sql(principal, f"SET veil.epsilon = {epsilon!r}")
+        principal, service = top_k_account(m), self.top_k_service
+        self.sql(principal, f"SET veil.epsilon = {epsilon!r}", service=service)
         result: Table = {}
-        for cls, combo, count in self.sql(principal, TOP_K_SQL.format(column=experiment.column, m=m)):
+        query = TOP_K_SQL.format(column=experiment.column, m=m)
+        for cls, combo, count in self.sql(principal, query, service=service):
             result.setdefault(str(cls), {})[combo] = float(count)
         return result
 
