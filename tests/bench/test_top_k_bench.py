@@ -13,7 +13,8 @@ Baselines measured in the same run, on the same data and at the same ε, each on
   largest noisy counts (what Veil answers when the selection would not help: report-noisy-top-k with
   ℓ1 sensitivity min(L, keys) = 50);
 * *COUNT(\\*)*: the issue's literal query, ``… COUNT(*) … ORDER BY COUNT(*) DESC LIMIT 10`` (answered with
-  noisy counts of every key, sensitivity L = 50 rows).
+  noisy counts of every key, sensitivity L = 50 rows). It ranks purchases, not purchasers — another
+  statistic, scored against the same top 10 — so it is printed, not compared.
 
 Every draw is fresh and charged (``answer_cache = false``); the bench prints the ledger's charge per
 draw. Needs ../shared/data/movielens_dslabs.csv (skips otherwise).
@@ -117,12 +118,14 @@ def test_top_k_genre_precision_at_10(workdir: Path) -> None:
     assert truth[ranked[K - 1]] > truth[ranked[K]], "precision@10 needs a strict 10th count"
     exact = set(ranked[:K])
     results = {}
+    total = 0.0
     for epsilon in EPSILONS:
         policy = POLICY.format(epsilon=epsilon, catalog=json.dumps(catalog))
         for name, sql in (("top-k", TOP_K), ("every key", EVERY_KEY), ("count(*)", ROWS)):
             precisions, charges, seconds = precision_runs(workdir, policy, sql, exact)
             assert charges == pytest.approx([epsilon] * DRAWS), name
             results[(name, epsilon)] = (precisions, seconds)
+            total += sum(charges)
     lines = [
         f"\nMovieLens genre combinations, top 10 by distinct purchasers (rating >= 4), {DRAWS} fresh draws:"
     ]
@@ -136,8 +139,10 @@ def test_top_k_genre_precision_at_10(workdir: Path) -> None:
             f" (s.e. {spread / math.sqrt(DRAWS):.3f}, min {min(precisions):.1f}, max {max(precisions):.1f});"
             f" {1000 * seconds:.0f} ms per query"
         )
+    lines.append(
+        f"the ledger charged each draw its ε (asserted): {total:g} in all over {len(results) * DRAWS} draws"
+    )
     print("\n".join(lines))
-    for epsilon in EPSILONS:
+    for epsilon in EPSILONS:  # the same statistic at the same ε; COUNT(*) counts purchases, not people
         top_k = statistics.mean(results[("top-k", epsilon)][0])
-        assert top_k > statistics.mean(results[("count(*)", epsilon)][0]), epsilon
         assert top_k > statistics.mean(results[("every key", epsilon)][0]), epsilon
