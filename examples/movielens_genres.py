@@ -11,6 +11,11 @@ is a rating >= 4 and a category is a *combination* of genres ("Action|Adventure|
   saying how many of the m slots go to combinations of 1, 2, 3 genres (budget (1-r)*eps); the frequency
   of a combination is estimated as the mean of its genres' frequencies, r = 0.1.
 
+* (d) top-k, not in the paper: Veil's DP top-k selection answers, per class, "the m categories with the
+  most distinct purchasers" in one SQL query (ROW_NUMBER() OVER (PARTITION BY class ...) <= m): the
+  exponential mechanism picks the m categories (each person moves a count by at most 1, whatever they
+  purchased), then their counts get noise; ε per query, one query per m.
+
 Accuracy is P@m against the non-private top-m. Every noisy table here is a SQL query answered by Veil's
 QueryService in process (policy, ledger, contribution bounding, noise), so the privacy accounting is
 Veil's own; only the estimation step of (c) is post-processing in Python. The policy turns Veil's answer
@@ -90,8 +95,9 @@ EPSILONS = (1.0, 2.0)  # the paper's "strong" and "weak" anonymization
 TOP_M = (10, 20)
 RATIO = 0.1  # r: the basic table gets r*eps, the relationship table (1 - r)*eps
 
-APPROACHES = ("exact", "conventional", "reduced1", "reduced2", "reduced3", "proposed")
+APPROACHES = ("exact", "conventional", "reduced1", "reduced2", "reduced3", "proposed", "topk")
 PRIVATE_APPROACHES = APPROACHES[1:]
+TOP_K = "topk"  # one query per m, each charged ε: its ledger accounts are topk10, topk20, …
 NONE_LEVEL = "none"
 
 # User classes: per-user attributes with fixed, public cut-offs (each user is in exactly one class).
@@ -318,7 +324,7 @@ def proposed_top(basic: Mapping[object, float], orders: Mapping[object, float], 
 def recommendations(
     approach: str, *, combos: Table, basic: Table, orders: Table, cls: str, m: int
 ) -> list[object]:
-    if approach in ("exact", "conventional"):
+    if approach in ("exact", "conventional", TOP_K):
         return top(combos.get(cls, {}), m)
     if approach.startswith("reduced"):
         order = int(approach.removeprefix("reduced"))
@@ -334,13 +340,23 @@ class VeilSession:
     """Veil's QueryService in process: one analyst (ledger account) per approach."""
 
     def __init__(
-        self, workdir: Path, catalog: Sequence[str], *, max_epsilon: float, seed: int, ledger: str = "ledger"
+        self,
+        workdir: Path,
+        catalog: Sequence[str],
+        *,
+        max_epsilon: float,
+        seed: int,
+        top_m: Sequence[int] = TOP_M,
+        ledger: str = "ledger",
     ) -> None:
         config = parse_config(policy_toml(catalog, max_epsilon=max_epsilon), path=workdir / "veil.toml")
         dataset = config.dataset(DATASET)
         assert dataset is not None
         self.ledger = Ledger.create(workdir / f"{ledger}.sqlite")
-        for name in PRIVATE_APPROACHES:
+        self.accounts = tuple(a for a in PRIVATE_APPROACHES if a != TOP_K) + tuple(
+            top_k_account(m) for m in top_m
+        )
+        for name in self.accounts:
             self.ledger.add_analyst(name, make_scram_verifier(name, iterations=1))
             self.ledger.grant(name, DATASET, PrivacyLoss(1e9))
         # seeded for a reproducible example; `veil serve` uses the OS CSPRNG and cannot be seeded
@@ -351,14 +367,26 @@ class VeilSession:
             ledger=self.ledger,
             rng=random.Random(seed),
         )
-        self.settings = {name: SessionSettings() for name in PRIVATE_APPROACHES}
+        # (d) draws from its own seeded stream, so that (a)-(c) get the very noise they got before (d)
+        # existed: their published figures reproduce exactly
+        self.top_k_service = QueryService(
+            dataset,
+            backend=self.service.backend,
+            sandbox=self.service.sandbox,
+            ledger=self.ledger,
+            rng=random.Random(f"top-k {seed}"),
+        )
+        self.settings = {name: SessionSettings() for name in self.accounts}
 
     def close(self) -> None:
         self.service.backend.close()
 
-    def sql(self, principal: str, text: str) -> list[tuple[object, ...]]:
-        (tree,) = self.service.parse(text)
-        outcome = self.service.run(tree, principal=Principal(principal), settings=self.settings[principal])
+    def sql(
+        self, principal: str, text: str, *, service: QueryService | None = None
+    ) -> list[tuple[object, ...]]:
+        service = service or self.service
+        (tree,) = service.parse(text)
+        outcome = service.run(tree, principal=Principal(principal), settings=self.settings[principal])
         return outcome.table.rows if outcome.table is not None else []
 
     def spent(self, principal: str) -> float:
@@ -385,6 +413,28 @@ class VeilSession:
         for cls, value, count in rows:
             result.setdefault(str(cls), {})[value] = float(count)
         return result
+
+    def top_k_table(self, experiment: Experiment, m: int, *, epsilon: float) -> Table:
+        """(d): the m categories with the most distinct purchasers in every class, one query for all
+        classes: a DP top-m selection per class (docs/sql.md, "Top-k"), then noisy counts of those."""
+        principal, service = top_k_account(m), self.top_k_service
+        self.sql(principal, f"SET veil.epsilon = {epsilon!r}", service=service)
+        result: Table = {}
+        query = TOP_K_SQL.format(column=experiment.column, m=m)
+        for cls, combo, count in self.sql(principal, query, service=service):
+            result.setdefault(str(cls), {})[combo] = float(count)
+        return result
+
+
+TOP_K_SQL = (
+    "SELECT {column}, combo, n FROM (SELECT {column}, combo, COUNT(DISTINCT user_id) AS n,"
+    " ROW_NUMBER() OVER (PARTITION BY {column} ORDER BY COUNT(DISTINCT user_id) DESC) AS r"
+    " FROM combos GROUP BY {column}, combo) AS ranked WHERE r <= {m}"
+)
+
+
+def top_k_account(m: int) -> str:
+    return f"{TOP_K}{m}"
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -475,11 +525,13 @@ class EpsilonJob:
 
 def run_epsilon(job: EpsilonJob) -> dict[str, tuple[Precisions, dict[str, list[float]]]]:
     """experiment -> (mean P@m over the runs, epsilon Veil's ledger charged per approach in each run)."""
+    top_m = sorted({m for per_m in job.correct.values() for m in per_m})
     session = VeilSession(
         job.workdir,
         job.catalog,
         max_epsilon=job.max_epsilon,
         seed=job.seed + job.index,
+        top_m=top_m,
         ledger=f"ledger{job.index}",
     )
     try:
@@ -503,9 +555,9 @@ def _noisy_runs(
     ratio: float,
 ) -> tuple[Precisions, dict[str, list[float]]]:
     sums: Precisions = {}
-    charged: dict[str, list[float]] = {a: [] for a in PRIVATE_APPROACHES}
+    charged: dict[str, list[float]] = {a: [] for a in session.accounts}
     for _ in range(runs):
-        before = {a: session.spent(a) for a in PRIVATE_APPROACHES}
+        before = {a: session.spent(a) for a in session.accounts}
         tables = {
             "conventional": (
                 session.noisy_table("conventional", experiment, "combos", "combo", epsilon=epsilon),
@@ -539,7 +591,20 @@ def _noisy_runs(
                 target = sums.setdefault(approach, {}).setdefault(m, {})
                 for cls, value in per_class.items():
                     target[cls] = target.get(cls, 0.0) + value / runs
-        for a in PRIVATE_APPROACHES:
+        for m, per_class in correct.items():  # (d): one top-m query per m
+            noisy = session.top_k_table(experiment, m, epsilon=epsilon)
+            run = _precisions(
+                [TOP_K],
+                correct={m: per_class},
+                combos=noisy,
+                basic={},
+                orders={},
+                classes=experiment.classes,
+            )
+            target = sums.setdefault(TOP_K, {}).setdefault(m, {})
+            for cls, value in run[TOP_K][m].items():
+                target[cls] = target.get(cls, 0.0) + value / runs
+        for a in session.accounts:
             charged[a].append(session.spent(a) - before[a])
     return sums, charged
 
@@ -636,6 +701,7 @@ COLUMNS = (
     ("reduced2", "2nd"),
     ("reduced3", "3rd"),
     ("proposed", "proposed"),
+    (TOP_K, "top-k"),
 )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
@@ -29,6 +29,9 @@ from proxy.analysis.refusals import refuse
 from proxy.analysis.unit_join import joined_name, unit_join
 from proxy.config import ColumnPolicy, ColumnType, DatasetPolicy, TablePolicy
 from proxy.errors import AmbiguousColumnError, PolicyViolationError, UnknownColumnError, UnknownTableError
+
+if TYPE_CHECKING:
+    from proxy.analysis.top_k import TopK
 
 NOISY_TABLE = "_dp_noisy"
 
@@ -73,6 +76,7 @@ class QueryShape:
     postprocess: exp.Select  # over NOISY_TABLE; its i-th select item is the i-th output column
     output_names: tuple[str, ...]
     source: DerivedSource | None = None  # set when the query reads a per-person subquery
+    top_k: TopK | None = None  # the query asks for the k keys with the largest count (analysis/top_k.py)
 
     @property
     def thresholded(self) -> bool:

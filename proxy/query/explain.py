@@ -12,7 +12,9 @@ from proxy.backends.base import Backend
 from proxy.config import DatasetPolicy
 from proxy.errors import UnsupportedQueryError
 from proxy.query.planning import checked_epsilon, histogram_queries, prepare_release, resolve_group_domains
+from proxy.query.top_k import gate_query
 from proxy.query.ttest import plan_ttest
+from proxy.release.top_k import TopKPlan
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,8 @@ def explain_query(
         gaussian=gaussian,
         other_row=other_row,
     )
+    if isinstance(plan, TopKPlan):
+        return _explain_top_k(plan, engine_sql, dialect=backend.dialect)
     cells = shape.cells
     measurements = tuple(
         MeasurementExplanation(
@@ -126,3 +130,75 @@ def _explain_ttest(
         f"by its lower bound) are added to both groups",
     )
     return Explanation(plan.sql, {}, plan.epsilon, 1, plan.delta, None, tuple(measurements), 0.0, notes)
+
+
+def _explain_top_k(plan: TopKPlan, engine_sql: str | None, *, dialect: str) -> Explanation:
+    """A top-k query answered by a DP selection: the gate (keys from the data), the selection and the
+    counts of the selected keys, each with its share of ε; ``cells`` is the most rows it can release."""
+    selection = plan.selection
+    assert selection is not None
+    top = plan.top_k
+    rows = []
+    gate = plan.gate
+    if gate is not None:
+        rows.append(
+            MeasurementExplanation(
+                quantity="count(distinct unit) per key, against τ",
+                mechanism=gate.mechanism,
+                sensitivity=gate.sensitivity,
+                epsilon=gate.epsilon,
+                noise_scale=gate.sensitivity / gate.epsilon,
+                error_bound_95=None,
+                delta=0.0,
+            )
+        )
+    rows.append(
+        MeasurementExplanation(
+            quantity=f"top-{top.k} selection" + (" per partition" if top.partition else ""),
+            mechanism=f"{selection.mechanism}: {selection.rounds} rounds at ε={selection.round_epsilon:.4g}",
+            sensitivity=1.0,
+            epsilon=selection.epsilon,
+            noise_scale=1.0 / selection.round_epsilon,
+            error_bound_95=selection.score_gap(),
+            delta=0.0,
+        )
+    )
+    counts = plan.counts
+    released = selection.rounds * selection.partitions if selection.partitions is not None else None
+    rows.append(
+        MeasurementExplanation(
+            quantity=f"{counts.quantity.label} of the selected keys",
+            mechanism=counts.mechanism,
+            sensitivity=counts.sensitivity,
+            epsilon=counts.epsilon,
+            noise_scale=counts.sensitivity / counts.epsilon,
+            error_bound_95=counts.error_bound(cells=released or selection.rounds),
+            delta=0.0,
+        )
+    )
+    candidates = (
+        "the keys whose noisy number of people exceeds τ"
+        if selection.candidates is None
+        else f"{selection.candidates} public key(s)"
+        + (f" in each of {selection.partitions} partitions" if top.partition else "")
+    )
+    notes = (
+        f"top-{top.k}: the keys are chosen among {candidates} by the exponential mechanism "
+        f"(ε={selection.epsilon:.4g}: {selection.rounds} rounds at ε={selection.round_epsilon:.4g}, each "
+        f"person moves a key's score by at most 1), then their counts get noise (ε={counts.epsilon:.4g}); "
+        "the selection's error bound is how many people below the k-th largest count a selected key may be",
+    )
+    gate_sql = gate_query(plan, dialect=dialect)
+    if gate_sql is not None:
+        notes += (f"candidate keys from the data, each person in at most L keys: {gate_sql}",)
+    return Explanation(
+        engine_sql,
+        {},
+        plan.epsilon,
+        released,
+        plan.delta,
+        plan.threshold,
+        tuple(rows),
+        plan.threshold_delta,
+        notes,
+    )

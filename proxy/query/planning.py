@@ -23,6 +23,7 @@ from proxy.config import ColumnType, DatasetPolicy
 from proxy.errors import InvalidParameterValueError, PolicyViolationError, UnsupportedQueryError
 from proxy.release.apply import Histograms
 from proxy.release.plan import ReleasePlan, price_query
+from proxy.release.top_k import price_top_k, selection_applies
 from proxy.rewrite.bound_contributions import (
     QUANTILE_GRID,
     bounded_query,
@@ -32,6 +33,7 @@ from proxy.rewrite.bound_contributions import (
 )
 from proxy.rewrite.group_domains import domain_query, duplicate_keys_query, lookup_values_query
 from proxy.rewrite.safe_predicates import refuse_what_could_fail
+from proxy.rewrite.top_k_scores import top_k_score_query
 
 MAX_GROUP_CELLS = 10_000
 Execute = Callable[[str], tuple[list[tuple[str, str]], list[tuple[Any, ...]]]]
@@ -169,7 +171,8 @@ def prepare_release(
     other_row: bool = False,
 ) -> tuple[ReleasePlan, str | None]:
     """Price and rewrite without touching the engine or the ledger (``veil explain`` stops here).
-    The SQL is the main engine query, None when every aggregate is a quantile."""
+    The SQL is the main engine query, None when every aggregate is a quantile; for a top-k query answered
+    by a DP selection (release/top_k.py), the query of every key's number of people."""
     if shape.thresholded and delta <= 0:
         key = next(key for key in shape.group_keys if key.thresholded)
         raise PolicyViolationError(
@@ -177,6 +180,15 @@ def prepare_release(
             detail=f'"{key.source.name}" is private and has no public value list, so its keys would come from the data',
             hint="SET veil.delta = 1e-6 (for example) to release only keys that enough people share "
             "(τ-thresholding), or declare the column public with its values in the policy",
+        )
+    if selection_applies(shape, gaussian=gaussian, other_row=other_row):  # a DP top-k selection
+        plan = price_top_k(shape, epsilon=epsilon, delta=delta)
+        return plan, top_k_score_query(shape, partition=plan.top_k.partition, dialect=dialect).sql(
+            dialect=dialect
+        )
+    if other_row and shape.top_k is not None and shape.top_k.partition:
+        raise UnsupportedQueryError(
+            "veil.other_row does not apply to a top k per partition", hint="SET veil.other_row = off"
         )
     cells = shape.cells
     if cells is not None and cells > MAX_GROUP_CELLS:

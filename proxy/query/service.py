@@ -77,6 +77,7 @@ from proxy.query.planning import (
     typed_key_rows,
 )
 from proxy.query.reconstruct import answer_reconstruct
+from proxy.query.top_k import gate_query, measure_top_k
 from proxy.query.ttest import NOTE as P_VALUE_NOTE
 from proxy.query.ttest import (
     TTestPlan,
@@ -91,6 +92,7 @@ from proxy.release.cost import release_cost
 from proxy.release.plan import ReleasePlan, bound_selection_epsilon
 from proxy.release.postprocess import PostprocessEngine
 from proxy.release.stored import decode_table, encode_table
+from proxy.release.top_k import TopKPlan
 from proxy.rewrite.session_info import SessionInfo, constant_query
 from proxy.settings import SETTINGS, SETTINGS_BY_NAME, SessionSettings, lookup
 from proxy.wire import types as pgtypes
@@ -426,7 +428,7 @@ class QueryService:
 
         def measure(execute: Execute) -> ReleasedTable:
             nonlocal plan, sql, shape
-            if shape.table.auto_contributions:
+            if shape.table.auto_contributions and not isinstance(plan, TopKPlan):
                 shape = choose_contribution_bound(
                     shape, epsilon=plan.bound_epsilon, execute=execute, dialect=dialect, rng=self.rng
                 )
@@ -493,6 +495,9 @@ class QueryService:
 
     def _measure(self, plan: ReleasePlan, sql: str | None, *, execute: Execute) -> ReleasedTable:
         dialect = self.backend.dialect
+        if isinstance(plan, TopKPlan):
+            assert sql is not None
+            return measure_top_k(plan, sql, execute=execute, dialect=dialect, rng=self.rng)
         exact_rows = typed_key_rows(plan, execute(sql)[1]) if sql is not None else []
         histograms = collect_histograms(plan, execute=execute, dialect=dialect)
         totals_sql = totals_query(plan, dialect=dialect)
@@ -503,6 +508,8 @@ class QueryService:
         dialect = self.backend.dialect
         histograms = histogram_queries(plan, dialect=dialect)
         engine_sql = (sql or "", totals_query(plan, dialect=dialect) or "", *sorted(histograms.values()))
+        if isinstance(plan, TopKPlan):
+            engine_sql += (gate_query(plan, dialect=dialect) or "",)
         digest = answer_digest(plan, engine_sql)
         return CacheKey(principal.name, self.dataset.name, self.backend.data_version(), digest)
 
@@ -522,6 +529,8 @@ class QueryService:
             bounds = ", ".join(
                 f"{m.quantity.label} ±{m.error_bound(cells=cells):.4g}" for m in plan.measurements
             )
+            if isinstance(plan, TopKPlan) and plan.selection is not None:
+                bounds += f"; top-k selection: at most {plan.selection.score_gap():.4g} people below the k-th largest count"
             notices.append(f"95% error bounds of the noise (over all {cells} row(s)): {bounds}")
         return StatementOutcome(
             f"SELECT {len(table.rows)}",
@@ -582,7 +591,7 @@ class QueryService:
             epsilon=plan.epsilon,
             delta=plan.delta,
             accountant=self.accountant.name,
-            mechanisms=", ".join(sorted({m.mechanism for m in plan.measurements})),
+            mechanisms=", ".join(sorted({m.mechanism for m in plan.measurements} | _selections(plan))),
             cached=cached,
         )
 
@@ -777,6 +786,11 @@ def _literal_items(tree: exp.Expression) -> list[tuple[ColumnType, object]] | No
         else:
             return None
     return items or None
+
+
+def _selections(plan: ReleasePlan) -> set[str]:
+    """The selection mechanism of a top-k plan, which no measurement names."""
+    return {plan.selection.mechanism} if isinstance(plan, TopKPlan) and plan.selection is not None else set()
 
 
 def _release_options(shape: QueryShape, epsilon: float, settings: SessionSettings) -> dict[str, Any]:

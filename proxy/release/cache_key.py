@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 
 from proxy.release.plan import ReleasePlan
+from proxy.release.top_k import TopKPlan
 
 _SEPARATOR = "\x1f"
 
@@ -27,5 +28,6 @@ def answer_digest(plan: ReleasePlan, engine_sql: tuple[str, ...]) -> str:
         repr(keys),
         repr((plan.epsilon, plan.delta, plan.threshold, plan.threshold_delta, plan.bound_epsilon)),
         repr(plan.shape.table),
+        repr((plan.shape.top_k, plan.selection if isinstance(plan, TopKPlan) else None)),
     )
     return hashlib.sha256(_SEPARATOR.join(parts).encode()).hexdigest()

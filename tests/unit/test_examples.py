@@ -76,6 +76,8 @@ def test_comparison_runs_and_scores_the_exact_top_m_perfectly(example: ModuleTyp
     # the classes partition the users: one GROUP BY per table, so Veil's ledger charges eps once each
     charged = experiment.charged["eps=1"]
     assert charged["conventional"] == pytest.approx([1.0]) and charged["proposed"] == pytest.approx([1.0])
+    assert charged["topk10"] == pytest.approx([1.0]) and charged["topk20"] == pytest.approx([1.0])
+    assert experiment.precision["none"]["topk"][10] == dict.fromkeys(experiment.classes, 1.0)
     assert "exact top-10" in example.format_results(results)
 
 
@@ -83,10 +85,13 @@ def test_every_run_is_a_fresh_draw_that_the_ledger_charges(example: ModuleType, 
     """Runs 2… must not be run 1's cached answers (free, and the same noise): each run costs eps."""
     results = example.compare(ratings, runs=3, seed=3, epsilons=(1.0,), experiments=("activity",))
     (experiment,) = results.experiments
-    for approach in example.PRIVATE_APPROACHES:
-        assert experiment.charged["eps=1"][approach] == pytest.approx([1.0, 1.0, 1.0]), approach
+    charged = experiment.charged["eps=1"]
+    accounts = [a for a in example.PRIVATE_APPROACHES if a != "topk"] + ["topk10", "topk20"]
+    assert list(charged) == accounts  # (d) top-k: one query, so one account, per m
+    for account in accounts:
+        assert charged[account] == pytest.approx([1.0, 1.0, 1.0]), account
     assert "conventional 1, " in example.format_results(results)
-    assert "15 in all over 3 runs" in example.format_results(results)
+    assert "21 in all over 3 runs" in example.format_results(results)
 
 
 def test_relationship_slots_always_fill_m(example: ModuleType) -> None:
