@@ -99,6 +99,7 @@ class TablePolicy:
     max_contributions: int  # with auto_contributions: the cap, until a query chooses L with DP
     columns: Mapping[str, ColumnPolicy]
     auto_contributions: bool = False  # max_contributions = "auto": each query picks L with a DP quantile
+    contribution_hint: int | None = None  # with auto_contributions: the prior's anchor for L (a guess)
     public: bool = False
     key: str | None = None
 
@@ -148,6 +149,7 @@ class DatasetPolicy:
     statement_timeout_ms: int = DEFAULT_STATEMENT_TIMEOUT_MS  # every engine query of the dataset
     accountant: str = DEFAULT_ACCOUNTANT  # how the ledger composes this dataset's spends
     answer_cache: bool = True  # a repeated query gets its stored noisy answer, free
+    remember_bounds: bool = True  # a DP-chosen max_contributions is stored and reused, free
     min_epsilon: float = DEFAULT_MIN_EPSILON  # the ε floor: SET veil.epsilon below it is refused
     response_deadline_ms: int | None = None  # constant-time release (docs/privacy.md); None: off
     cap_visibility: str = "coarse"  # what analysts see of the dataset cap: "coarse" or "exact"
@@ -442,7 +444,8 @@ def _public_table(reader: _Reader, name: str, columns: dict[str, ColumnPolicy]) 
 
 def _table(reader: _Reader, name: str) -> TablePolicy:
     reader.reject_unknown(
-        {"privacy_unit", "max_contributions", "contribution_cap", "columns", "public", "key"}
+        {"privacy_unit", "max_contributions", "contribution_cap", "contribution_hint", "columns"}
+        | {"public", "key"}
     )
     columns = {
         _identifier(col_reader, col, "column"): _column(col_reader, col.lower())
@@ -472,9 +475,17 @@ def _table(reader: _Reader, name: str) -> TablePolicy:
         cap = reader.get("contribution_cap", int, DEFAULT_CONTRIBUTION_CAP)
         if cap < 1:
             raise reader.fail("contribution_cap", "must be a positive integer (the most rows L may be)")
-        return TablePolicy(name, unit, cap, MappingProxyType(columns), auto_contributions=True)
-    if "contribution_cap" in reader.data:
-        raise reader.fail("contribution_cap", 'is only used with max_contributions = "auto"')
+        hint = reader.get("contribution_hint", int, None)
+        if hint is not None and not 1 <= hint <= cap:
+            raise reader.fail(
+                "contribution_hint", f"must be an integer between 1 and contribution_cap ({cap})"
+            )
+        return TablePolicy(
+            name, unit, cap, MappingProxyType(columns), auto_contributions=True, contribution_hint=hint
+        )
+    for key in ("contribution_cap", "contribution_hint"):
+        if key in reader.data:
+            raise reader.fail(key, 'is only used with max_contributions = "auto"')
     if not isinstance(max_contributions, int) or isinstance(max_contributions, bool) or max_contributions < 1:
         raise reader.fail(
             "max_contributions", 'must be a positive integer (rows kept per privacy unit) or "auto"'
@@ -486,6 +497,7 @@ def _dataset(reader: _Reader, name: str, base: Path, server: ServerSettings) -> 
     reader.reject_unknown(
         {"backend", "path", "dsn", "dsn_env", "schema", "pool_size", "statement_timeout_ms"}
         | {"default_epsilon", "max_epsilon", "min_epsilon", "accountant", "answer_cache", "tables"}
+        | {"remember_bounds"}
         | {"response_deadline_ms", "cap_visibility", "limits", "research_modes"}
     )
     backend = reader.get("backend", str, DUCKDB)
@@ -508,6 +520,7 @@ def _dataset(reader: _Reader, name: str, base: Path, server: ServerSettings) -> 
     accounting = {
         "accountant": accountant,
         "answer_cache": reader.get("answer_cache", bool, True),
+        "remember_bounds": reader.get("remember_bounds", bool, True),
         "research_modes": reader.get("research_modes", bool, False),
         "min_epsilon": min_epsilon,
         **_side_channel_keys(reader, server),

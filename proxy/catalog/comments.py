@@ -27,7 +27,8 @@ def table_comment(table: TablePolicy) -> str:
 
 def _contributions(table: TablePolicy) -> str:
     if table.auto_contributions:
-        return f"max_contributions: auto (each query chooses it with DP, at most {table.max_contributions})"
+        hint = f", hint {table.contribution_hint}" if table.contribution_hint else ""
+        return f"max_contributions: auto (each query chooses it with DP, at most {table.max_contributions}{hint})"
     plural = "row" if table.max_contributions == 1 else "rows"
     return f"max_contributions: {table.max_contributions} {plural} per person"
 

@@ -194,6 +194,7 @@ def _dataset_record(dataset: DatasetPolicy) -> dict[str, Any]:
         "limits": dataclasses.asdict(dataset.limits),
         "accountant": dataset.accountant,
         "answer_cache": dataset.answer_cache,
+        "remember_bounds": dataset.remember_bounds,
         "tables": {name: _table_record(table) for name, table in dataset.tables.items()},
     }
 
@@ -216,5 +217,6 @@ def _table_record(table: TablePolicy) -> dict[str, Any]:
         "privacy_unit": table.privacy_unit or "row",
         "max_contributions": "auto" if table.auto_contributions else table.max_contributions,
         "contribution_cap": table.max_contributions if table.auto_contributions else None,
+        "contribution_hint": table.contribution_hint,
         "columns": columns,
     }

@@ -22,7 +22,7 @@ from proxy.analysis.shape import GroupKey, QueryShape
 from proxy.config import ColumnType, DatasetPolicy
 from proxy.errors import InvalidParameterValueError, PolicyViolationError, UnsupportedQueryError
 from proxy.release.apply import Histograms
-from proxy.release.plan import ReleasePlan, price_query
+from proxy.release.plan import ReleasePlan, bound_target_people, price_query
 from proxy.release.top_k import price_top_k, selection_applies
 from proxy.rewrite.bound_contributions import (
     QUANTILE_GRID,
@@ -214,16 +214,35 @@ def prepare_release(
     return plan, main
 
 
-def choose_contribution_bound(
-    shape: QueryShape, *, epsilon: float, execute: Execute, dialect: str, rng: RandomSource
-) -> QueryShape:
-    """max_contributions = "auto": L is a DP 0.99-quantile of this query's per-person row counts,
-    capped at the policy's contribution_cap (mechanisms/contribution_bound.py). It costs
-    ``epsilon`` (a tenth of the query's ε); each person is one count, so the sensitivity is 1."""
-    cap = shape.table.max_contributions
-    sql = contributions_histogram_query(shape, cap=cap, dialect=dialect).sql(dialect=dialect)
-    people_by_count = {int(count): int(people) for count, people in execute(sql)[1]}
-    bound = dp_contribution_bound(people_by_count, cap=cap, epsilon=epsilon, rng=rng)
+def choose_contribution_bound(plan: ReleasePlan, *, execute: Execute, dialect: str, rng: RandomSource) -> int:
+    """max_contributions = "auto": L chosen with DP from this query's per-person row counts, capped at
+    the policy's contribution_cap (mechanisms/contribution_bound.py), aiming at the bias-variance
+    optimum of ``plan``'s noisy totals and anchored at the policy's contribution_hint. It spends
+    ``plan.bound_epsilon``; each person is one count, so the scores' sensitivity is 1."""
+    table = plan.shape.table
+    people_by_count = {
+        int(count): int(people) for count, people in execute(bound_histogram_sql(plan, dialect))[1]
+    }
+    return dp_contribution_bound(
+        people_by_count,
+        cap=table.max_contributions,
+        epsilon=plan.bound_epsilon,
+        rng=rng,
+        target=bound_target_people(plan),
+        hint=table.contribution_hint,
+    )
+
+
+def bound_histogram_sql(plan: ReleasePlan, dialect: str) -> str:
+    """How many people have how many rows after the query's filters (counts above the cap as the cap)."""
+    shape = plan.shape
+    return contributions_histogram_query(shape, cap=shape.table.max_contributions, dialect=dialect).sql(
+        dialect=dialect
+    )
+
+
+def with_contribution_bound(shape: QueryShape, bound: int) -> QueryShape:
+    """The shape with L fixed: what the query is rewritten and priced with once L is chosen."""
     return dataclasses.replace(shape, table=shape.table.with_max_contributions(bound))
 
 

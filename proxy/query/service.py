@@ -67,6 +67,7 @@ from proxy.federation.exchange import FederationGateway, PeerAnswer
 from proxy.query.budget_view import budget_table
 from proxy.query.planning import (
     Execute,
+    bound_histogram_sql,
     checked_epsilon,
     choose_contribution_bound,
     collect_histograms,
@@ -75,6 +76,7 @@ from proxy.query.planning import (
     resolve_group_domains,
     totals_query,
     typed_key_rows,
+    with_contribution_bound,
 )
 from proxy.query.reconstruct import answer_reconstruct
 from proxy.query.top_k import gate_query, measure_top_k
@@ -87,9 +89,14 @@ from proxy.query.ttest import (
     ttest_cost,
 )
 from proxy.release.apply import ReleasedTable, ResultColumn, noisy_columns, release
-from proxy.release.cache_key import answer_digest
+from proxy.release.cache_key import (
+    answer_digest,
+    bound_choice_digest,
+    decode_bound_choice,
+    encode_bound_choice,
+)
 from proxy.release.cost import release_cost
-from proxy.release.plan import ReleasePlan, bound_selection_epsilon
+from proxy.release.plan import ReleasePlan, bound_selection_epsilon, bound_target_people
 from proxy.release.postprocess import PostprocessEngine
 from proxy.release.stored import decode_table, encode_table
 from proxy.release.top_k import TopKPlan
@@ -425,19 +432,49 @@ class QueryService:
             return self._respond(
                 plan, decode_table(stored), principal=principal, settings=settings, cached=True
             )
+        bound_key = self._bound_key(plan, principal)
+        remembered = self.ledger.answer_cache.get(bound_key) if bound_key is not None else None
+        if remembered is not None:  # a bound this analyst paid for: the whole ε goes to the answer
+            shape = with_contribution_bound(shape, decode_bound_choice(remembered))
+            options = _release_options(shape, epsilon, settings)
+            plan, sql = prepare_release(shape, epsilon=epsilon, dialect=dialect, **options)
+            plan = dataclasses.replace(plan, remembered_bound=True)
+            key = self._cache_key(plan, sql, principal) if self.dataset.answer_cache else None
+            stored = self.ledger.answer_cache.get(key) if key is not None else None
+            if stored is not None:
+                return self._respond(
+                    plan, decode_table(stored), principal=principal, settings=settings, cached=True
+                )
+        chosen: list[str] = []
 
         def measure(execute: Execute) -> ReleasedTable:
-            nonlocal plan, sql, shape
-            if shape.table.auto_contributions and not isinstance(plan, TopKPlan):
-                shape = choose_contribution_bound(
-                    shape, epsilon=plan.bound_epsilon, execute=execute, dialect=dialect, rng=self.rng
+            nonlocal plan, sql
+            if plan.shape.table.auto_contributions and not isinstance(plan, TopKPlan):
+                bound = choose_contribution_bound(plan, execute=execute, dialect=dialect, rng=self.rng)
+                choice = encode_bound_choice(
+                    bound, selection_epsilon=plan.bound_epsilon, target=bound_target_people(plan)
                 )
+                chosen.append(choice)
+                shape = with_contribution_bound(plan.shape, bound)
                 plan, sql = prepare_release(shape, epsilon=epsilon, dialect=dialect, **options)
             return self._measure(plan, sql, execute=execute)
 
+        def remember(spend_id: int) -> None:
+            if bound_key is not None and chosen:
+                self.ledger.answer_cache.put(bound_key, chosen[0], spend_id=spend_id)
+
         spend = _Spend(release_cost(plan), text, self._charge(plan, cached=False), plan.describe())
-        noisy = self._spend(spend, principal, measure, key)
+        noisy = self._spend(spend, principal, measure, key, remember=remember)
         return self._respond(plan, noisy, principal=principal, settings=settings, cached=False)
+
+    def _bound_key(self, plan: ReleasePlan, principal: Principal) -> CacheKey | None:
+        """Where this analyst's DP choice of max_contributions for the query's table, filters, grouping
+        and ε is remembered (``remember_bounds``): in the answer cache, under the data version, so a
+        change of the data forgets it."""
+        if not (plan.shape.table.auto_contributions and self.dataset.remember_bounds):
+            return None
+        digest = bound_choice_digest(plan, bound_histogram_sql(plan, self.backend.dialect))
+        return CacheKey(principal.name, self.dataset.name, self.backend.data_version(), digest)
 
     def _spend(
         self,
@@ -445,6 +482,8 @@ class QueryService:
         principal: Principal,
         measure: Callable[[Execute], ReleasedTable],
         key: CacheKey | None,
+        *,
+        remember: Callable[[int], None] | None = None,
     ) -> ReleasedTable:
         """Reserve, measure, commit — nothing is read from private rows before the reservation exists.
         Once an engine query has been sent the statement is charged whatever becomes of it; only a
@@ -469,6 +508,8 @@ class QueryService:
         self.ledger.commit(reservation)  # noisy values exist: from here on the spend stands
         if key is not None:
             self.ledger.answer_cache.put(key, encode_table(noisy), spend_id=reservation)
+        if remember is not None:
+            remember(reservation)
         log.info("released analyst=%s dataset=%s %s", principal.name, self.dataset.name, spend.description)
         return noisy
 

@@ -13,6 +13,7 @@ from statistics import NormalDist
 
 from budget.amounts import as_decimal
 from budget.loss import PrivacyLoss
+from mechanisms.contribution_bound import bound_target, selection_share
 from mechanisms.gaussian import (
     analytic_gaussian_sigma,
     discrete_gaussian_sigma,
@@ -103,6 +104,7 @@ class ReleasePlan:
     threshold: float | None = None  # τ: a data-derived key is released iff its noisy people count > τ
     bound_epsilon: float = 0.0  # spent choosing max_contributions with a DP quantile ("auto")
     threshold_delta: float = 0.0  # δ_τ: the share of delta that a single person's key may show
+    remembered_bound: bool = False  # max_contributions is a DP choice this analyst paid for earlier
 
     @property
     def loss(self) -> PrivacyLoss:
@@ -142,6 +144,9 @@ class ReleasePlan:
         )
         if self.bound_epsilon:
             shares = f"contribution bound L={self.shape.table.max_contributions} ε={self.bound_epsilon:.4g}, {shares}"
+        elif self.remembered_bound:
+            bound = self.shape.table.max_contributions
+            shares = f"contribution bound L={bound} remembered from an earlier choice, ε=0, {shares}"
         charge = f"ε={self.epsilon:.4g}" + (f", δ={self.delta:.3g}" if self.delta else "")
         keys = ""
         if self.threshold is not None:
@@ -243,11 +248,22 @@ def split_delta(delta: float, *, gaussian_parts: int, thresholded: bool) -> tupl
     return share, split_epsilon(delta, 1, already_spent=gaussian_parts * Fraction(share))
 
 
-BOUND_SELECTION_SHARE = 10  # a query that chooses its contribution bound spends ε/10 on it
-
-
 def bound_selection_epsilon(epsilon: float) -> float:
-    return split_epsilon(epsilon, BOUND_SELECTION_SHARE)
+    """What a query that chooses its contribution bound with DP spends on it: ``selection_share(ε)``
+    of its ε (a tenth at ε >= 1, up to 3/10 at small ε), as the largest float not above that share of
+    the decimal the ledger charges."""
+    exact = Fraction(as_decimal(epsilon)) * selection_share(epsilon)
+    share = float(exact)
+    while Fraction(share) > exact:
+        share = math.nextafter(share, 0.0)
+    return share
+
+
+def bound_target_people(plan: ReleasePlan) -> int:
+    """C for the DP choice of L (mechanisms/contribution_bound.py): the query's cells over the ε of one
+    noisy quantity — every quantity's noise grows with L. Data-derived keys count as one cell."""
+    epsilon = min((m.epsilon for m in plan.measurements), default=plan.epsilon)
+    return bound_target(cells=plan.shape.cells or 1, epsilon_per_quantity=epsilon)
 
 
 def other_row_quantities(shape: QueryShape) -> tuple[Quantity, ...]:

@@ -33,6 +33,7 @@ path = "movies.duckdb"
 default_epsilon = 1.0
 max_epsilon = 1.0
 answer_cache = false  # every run a fresh draw, charged
+remember_bounds = false  # and a fresh DP choice of the bound (test_auto_bound_sweep.py measures reuse)
 
 [datasets.movies.tables.ratings]
 privacy_unit = "user_id"

@@ -80,6 +80,15 @@ def _set(path: str, value: Any) -> Callable[[Document], None]:
     return mutate
 
 
+def _auto_with(**keys: Any) -> Callable[[Document], None]:
+    """visits with max_contributions = "auto" and the given keys."""
+
+    def mutate(document: Document) -> None:
+        _visits(document).update(max_contributions="auto", **keys)
+
+    return mutate
+
+
 def _delete(path: str) -> Callable[[Document], None]:
     def mutate(document: Document) -> None:
         *parents, last = path.split(".")
@@ -167,6 +176,26 @@ INVALID_DOCUMENTS: list[tuple[str, Callable[[Document], None], str]] = [
         "row unit with max_contributions",
         _set("datasets.demo.tables.people.max_contributions", 3),
         'datasets.demo.tables.people.max_contributions: must be 1 (or absent) when privacy_unit = "row"',
+    ),
+    (
+        "hint with a fixed bound",
+        _set(f"{VISITS}.contribution_hint", 5),
+        f'{VISITS}.contribution_hint: is only used with max_contributions = "auto"',
+    ),
+    (
+        "hint above the cap",
+        _auto_with(contribution_cap=50, contribution_hint=51),
+        f"{VISITS}.contribution_hint: must be an integer between 1 and contribution_cap (50)",
+    ),
+    (
+        "fractional hint",
+        _auto_with(contribution_hint=2.5),
+        f"{VISITS}.contribution_hint: must be an integer, got 2.5",
+    ),
+    (
+        "remember_bounds not boolean",
+        _set("datasets.demo.remember_bounds", "no"),
+        "datasets.demo.remember_bounds: must be true or false, got 'no'",
     ),
     ("unknown table key", _set(f"{VISITS}.owner", "x"), f"{VISITS}.owner: unknown key"),
     (
@@ -666,3 +695,14 @@ def test_accountant_and_answer_cache_are_per_dataset(tmp_path: Path, accountant:
 def test_postgres_datasets_take_the_accounting_keys_too(tmp_path: Path) -> None:
     demo = parse(postgres_document(accountant="zcdp", answer_cache=False), tmp_path).dataset("demo")
     assert (demo.backend, demo.accountant, demo.answer_cache) == ("postgres", "zcdp", False)
+
+
+def test_auto_contributions_read_the_hint_and_datasets_remember_bounds_by_default(tmp_path: Path) -> None:
+    document = valid_document()
+    _visits(document).update(max_contributions="auto", contribution_cap=500, contribution_hint=40)
+    demo = parse(document, tmp_path).dataset("demo")
+    visits = demo.tables["visits"]
+    assert (visits.auto_contributions, visits.max_contributions, visits.contribution_hint) == (True, 500, 40)
+    assert demo.remember_bounds is True
+    document["datasets"]["demo"]["remember_bounds"] = False
+    assert parse(document, tmp_path).dataset("demo").remember_bounds is False
