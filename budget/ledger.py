@@ -494,25 +494,10 @@ class Ledger:
                 if not accountant.allows(after.total(), grant=grant.loss):
                     raise _exhausted(self._balance(tx, analyst, dataset, accountant), release.loss)
             else:
-                grown = {
-                    key: _read_value(tx, analyst, dataset, period, partition.column, key).plus(release)
-                    for key in partition.stored_values()
-                }
-                envelope = account.envelopes.get(partition.column, Totals())
-                widened = _widest(envelope, grown.values(), releases=envelope.releases + 1)
+                grown, widened = _charge_partition(tx, analyst, dataset, period, account, release, partition)
                 after = _Account(account.base, {**account.envelopes, partition.column: widened})
                 if not accountant.allows(after.total(), grant=grant.loss):
-                    values = (
-                        _read_value(tx, analyst, dataset, period, partition.column, key)
-                        for key in partition.stored_values()
-                    )
-                    left = min(
-                        (
-                            _spent_and_left(account.holding(partition.column, v), grant, accountant)[1]
-                            for v in values
-                        ),
-                        key=lambda loss: (loss.epsilon, loss.delta),
-                    )
+                    left = _left_in(tx, analyst, dataset, period, account, partition, grant, accountant)
                     raise _exhausted_in(analyst, dataset, partition, release.loss, left)
             cap = _cap(tx, dataset)
             if cap is not None and not _fits_cap(accountant, dataset_totals, release, cap, cap_step):
@@ -840,6 +825,46 @@ def _widest(start: Totals, totals: Iterable[Totals], *, releases: int) -> Totals
     for total in totals:
         widest = widest.widest(total)
     return replace(widest, releases=releases)
+
+
+def _charge_partition(
+    tx: Transaction,
+    analyst: str,
+    dataset: str,
+    period: str,
+    account: _Account,
+    release: Release,
+    partition: Partition,
+) -> tuple[dict[str, Totals], Totals]:
+    """Each of the partition's values' totals with ``release`` added (by stored value), and its
+    column's widest totals then (one more spend of the column)."""
+    grown = {
+        key: _read_value(tx, analyst, dataset, period, partition.column, key).plus(release)
+        for key in partition.stored_values()
+    }
+    envelope = account.envelopes.get(partition.column, Totals())
+    return grown, _widest(envelope, grown.values(), releases=envelope.releases + 1)
+
+
+def _left_in(
+    tx: Transaction,
+    analyst: str,
+    dataset: str,
+    period: str,
+    account: _Account,
+    partition: Partition,
+    grant: _Grant,
+    accountant: Accountant,
+) -> PrivacyLoss:
+    """What statements pinned to every value of ``partition`` may still spend: the least of its values'."""
+    column = partition.column
+    lefts = [
+        _spent_and_left(
+            account.holding(column, _read_value(tx, analyst, dataset, period, column, key)), grant, accountant
+        )[1]
+        for key in partition.stored_values()
+    ]
+    return min(lefts, key=lambda loss: (loss.epsilon, loss.delta))
 
 
 def _take_back(tx: Transaction, spend: Spend, partition: Partition) -> None:

@@ -345,7 +345,9 @@ class QueryService:
         statement = _classified(local_statement(tree, federation), self.dataset)
         if not isinstance(statement, PrivateQuery):
             raise UnsupportedQueryError(f"federation {federation.name} answers counts only", hint=SHAPE_HINT)
-        return statement.shape, count_column(statement.shape, federation)
+        # charged as an ordinary statement at both sites: parallel composition is not offered here
+        shape = dataclasses.replace(statement.shape, partition=None)
+        return shape, count_column(shape, federation)
 
     def _answer_federated(
         self,

@@ -4,8 +4,6 @@ changes only answers charged to one value."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import duckdb
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -88,7 +86,9 @@ def test_a_pinned_count_keeps_only_people_whose_rows_all_hold_the_value(dataset:
 
 def test_an_ordinary_count_keeps_everyone(dataset: DatasetPolicy) -> None:
     engine = engine_with(VISITS)
-    assert answer(engine, dataset, "SELECT COUNT(*) FROM visits WHERE region <> 'east'") == (8,)  # the row without a patient too
+    assert answer(engine, dataset, "SELECT COUNT(*) FROM visits WHERE region <> 'east'") == (
+        8,
+    )  # the row without a patient too
 
 
 def test_a_table_whose_rows_are_people_needs_no_guard(dataset: DatasetPolicy) -> None:
