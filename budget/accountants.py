@@ -27,7 +27,11 @@ the price of using the accountant, reserved on every path — so the releases' o
 rest of the grant. A grant with δ = 0 has no slack, and then both compose exactly like ``basic``.
 
 Parallel composition (:func:`compose_parallel`) is not an accountant: it prices *one* query whose
-measurements are over disjoint parts of the data.
+measurements are over disjoint parts of the data. Across statements, the ledger composes the spends
+charged to disjoint partitions (budget/partitions.py) by handing every accountant the ordinary spends
+plus, per partition column, the statistic-by-statistic largest of its values' totals
+(:meth:`budget.totals.Totals.widest`): each accountant's bound grows with every statistic, so that is
+a valid bound for whoever holds any one value, under each of the three.
 """
 
 from __future__ import annotations
@@ -70,7 +74,11 @@ class Accountant(ABC):
         Under ``basic`` this is the ledger's exact decimal rule (a grant of 0.3 pays for three
         releases of 0.1): the spent ε is the smallest float whose decimal is at least the exact sum,
         so comparing it with the grant's float is comparing the decimals."""
-        after = self.spent(totals.plus(release), grant=grant)
+        return self.allows(totals.plus(release), grant=grant)
+
+    def allows(self, totals: Totals, *, grant: PrivacyLoss) -> bool:
+        """Whether the releases in ``totals`` together stay within ``grant`` (see :meth:`fits`)."""
+        after = self.spent(totals, grant=grant)
         return after.epsilon <= grant.epsilon and after.delta <= grant.delta
 
 

@@ -10,15 +10,19 @@ The check and the debit are one transaction that holds the dataset's lock (budge
 reservations — from threads, processes or hosts sharing a PostgreSQL ledger — can never both see
 the same remaining budget. Balances come from running totals (budget/totals.py) kept in the same
 transactions, so a reservation reads a few rows however long the history is.
+
+Parallel composition across statements: a spend may be charged to a *partition* — the rows where one
+column holds given values (budget/partitions.py). Its totals are kept per value, and an analyst's
+spending is the ordinary spends plus, per partition column, the largest value's — not the sum.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
@@ -38,6 +42,7 @@ from budget.errors import (
     UnknownReservationError,
 )
 from budget.loss import ZERO_LOSS, PrivacyLoss
+from budget.partitions import Partition, PartitionBalance, PartitionValue, order, value_of
 from budget.schema import SCHEMA_VERSION, check_version, ensure_schema
 from budget.store import BUSY_TIMEOUT_SECONDS, LedgerStore, Transaction, open_store
 from budget.totals import Release, Totals
@@ -118,6 +123,7 @@ class Spend:
     rho: float | None = None
     rho_delta: float = 0.0
     period: str = NO_PERIOD
+    partition: Partition | None = None  # None: an ordinary spend, over all of the dataset's people
 
     @property
     def release(self) -> Release:
@@ -141,6 +147,28 @@ class _Grant:
         return PrivacyLoss(float(self.epsilon), _below_one(self.delta))
 
 
+@dataclass(frozen=True)
+class _Account:
+    """An analyst's counting spends on a dataset in one period: the ordinary ones (``base``) and, per
+    partition column, the statistic-by-statistic widest of its values' totals (``envelopes``, whose
+    ``releases`` is the number of the column's spends)."""
+
+    base: Totals
+    envelopes: Mapping[str, Totals]
+
+    def total(self) -> Totals:
+        """What the person who lost most may have lost: every ordinary spend, and the worst value of
+        every partition column (for all we know, one person holds them all)."""
+        return self.holding(None, Totals())
+
+    def holding(self, column: str | None, value: Totals) -> Totals:
+        """What a person holding a value of ``column`` whose spends are ``value`` may have lost."""
+        totals = self.base
+        for name in sorted(self.envelopes.keys() | ({column} if column is not None else set())):
+            totals = totals.combined(value if name == column else self.envelopes[name])
+        return totals
+
+
 class Ledger:
     """The epsilon ledger, in an SQLite file or a PostgreSQL database (budget/store.py).
 
@@ -160,6 +188,11 @@ class Ledger:
     counting spends plus the new one stay within the grant's, for ε *and* δ — no tolerance, so a
     grant of 0.3 pays for three queries of 0.1. Another accountant is asked for the composed loss
     of the totals; a reservation that fits under basic composition always fits.
+
+    Partitions: a spend reserved with a :class:`~budget.partitions.Partition` counts only for the
+    people who hold one of its values. The balance is the ordinary spends plus, per partition column,
+    the largest value's spends (for accountants other than basic: statistic by statistic), so that no
+    value's people lose more than the grant. The dataset's cap counts every spend in full.
 
     Renewal: a grant made with ``renewal="month"`` (or day, week) grants its amount per calendar
     period (UTC); spends count against the period in which they were reserved. Removing an
@@ -390,6 +423,39 @@ class Ledger:
                 for name, dataset in pairs
             ]
 
+    def partition_balances(
+        self, analyst: str, dataset: str, *, accountant: Accountant = BASIC
+    ) -> list[PartitionBalance]:
+        """Per partition column the analyst's spends were charged to in this period: one row per value
+        charged (what statements pinned to it may still spend), then one for every other value
+        (``value`` None). Empty without partition spends."""
+        with self._store.transaction(write=False) as tx:
+            require_analyst(tx, analyst)
+            grant = _grant(tx, analyst, dataset)
+            period = period_start(grant.renewal, self.now())
+            account = _read_account(tx, analyst, dataset, period)
+            values = _read_values(tx, analyst, dataset, period)
+        rows = []
+        for column in sorted(account.envelopes):
+            charged = sorted(values.get(column, {}).items(), key=lambda item: order(item[0]))
+            for value, totals in [*charged, (None, Totals())]:
+                spent, left = _spent_and_left(account.holding(column, totals), grant, accountant)
+                rows.append(
+                    PartitionBalance(
+                        analyst=analyst,
+                        dataset=dataset,
+                        column=column,
+                        value=value,
+                        spent_epsilon=spent.epsilon,
+                        remaining_epsilon=left.epsilon,
+                        spent_delta=spent.delta,
+                        remaining_delta=left.delta,
+                        accountant=accountant.name,
+                        releases=account.holding(column, totals).releases,
+                    )
+                )
+        return rows
+
     # -- spending ------------------------------------------------------------------------------
 
     def reserve(
@@ -401,9 +467,13 @@ class Ledger:
         statement: str,
         accountant: Accountant = BASIC,
         cap_step: float | None = None,
+        partition: Partition | None = None,
     ) -> int:
         """Debit ``cost`` before a query runs; returns the reservation id. Refused, spending
         nothing, if it would take the analyst past the grant or the dataset past its cap.
+
+        ``partition``: the query read only people holding one of its values (parallel composition):
+        it must fit beside the ordinary spends and those of each of its values, not of every value.
 
         ``cap_step`` (a share of the cap's ε, e.g. 0.05): the cap is checked against what all analysts
         have spent *rounded up to a multiple of that share*, so whether a query is refused by the cap
@@ -418,15 +488,24 @@ class Ledger:
             dataset_totals = self._lock_dataset(tx, dataset)
             grant = _grant(tx, analyst, dataset)
             period = period_start(grant.renewal, now)
-            account = _read_totals(tx, analyst, dataset, period)
-            if not accountant.fits(account, release, grant=grant.loss):
-                raise _exhausted(self._balance(tx, analyst, dataset, accountant), release.loss)
+            account = _read_account(tx, analyst, dataset, period)
+            if partition is None:
+                after = _Account(account.base.plus(release), account.envelopes)
+                if not accountant.allows(after.total(), grant=grant.loss):
+                    raise _exhausted(self._balance(tx, analyst, dataset, accountant), release.loss)
+            else:
+                grown, widened = _charge_partition(tx, analyst, dataset, period, account, release, partition)
+                after = _Account(account.base, {**account.envelopes, partition.column: widened})
+                if not accountant.allows(after.total(), grant=grant.loss):
+                    left = _left_in(tx, analyst, dataset, period, account, partition, grant, accountant)
+                    raise _exhausted_in(analyst, dataset, partition, release.loss, left)
             cap = _cap(tx, dataset)
             if cap is not None and not _fits_cap(accountant, dataset_totals, release, cap, cap_step):
                 raise _capped(dataset, cap, release.loss)
             rows = tx.execute(
                 "INSERT INTO spends (analyst, dataset, period, epsilon, delta, rho, rho_delta, statement,"
-                " state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                " state, created_at, updated_at, partition_column, partition_values)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (
                     analyst,
                     dataset,
@@ -439,9 +518,16 @@ class Ledger:
                     SpendState.RESERVED.value,
                     now.isoformat(),
                     now.isoformat(),
+                    partition.column if partition is not None else "",
+                    partition.to_json() if partition is not None else "",
                 ),
             )
-            _write_totals(tx, analyst, dataset, period, account.plus(release))
+            if partition is None:
+                _write_totals(tx, analyst, dataset, period, after.base)
+            else:
+                for key, total in grown.items():
+                    _write_value(tx, analyst, dataset, period, partition.column, key, total)
+                _write_value(tx, analyst, dataset, period, partition.column, "", widened)
             _write_totals(tx, ALL_ANALYSTS, dataset, NO_PERIOD, dataset_totals.plus(release))
         return int(rows[0][0])
 
@@ -455,9 +541,12 @@ class Ledger:
         with self._store.transaction(write=True, durable=False) as tx:
             spend = self._close(tx, reservation_id, SpendState.CANCELLED, lock=True)
             release = spend.release
-            account = _read_totals(tx, spend.analyst, spend.dataset, spend.period)
+            if spend.partition is None:
+                account = _read_totals(tx, spend.analyst, spend.dataset, spend.period)
+                _write_totals(tx, spend.analyst, spend.dataset, spend.period, account.minus(release))
+            else:
+                _take_back(tx, spend, spend.partition)
             dataset_totals = _read_totals(tx, ALL_ANALYSTS, spend.dataset, NO_PERIOD)
-            _write_totals(tx, spend.analyst, spend.dataset, spend.period, account.minus(release))
             _write_totals(tx, ALL_ANALYSTS, spend.dataset, NO_PERIOD, dataset_totals.minus(release))
 
     def reservations(self, dataset: str | None = None) -> list[Spend]:
@@ -498,11 +587,21 @@ class Ledger:
         """Recompute every running total from the spends; describe each row that disagrees (an
         empty list means the ledger is consistent)."""
         with self._store.transaction(write=False) as tx:
-            expected = _totals_from_spends(tx)
+            ordinary, partitions = _totals_from_spends(tx)
+            expected = {**ordinary, **partitions}
             stored = {
                 (row[0], row[1], row[2]): _totals(row[3:])
                 for row in tx.execute(f"SELECT analyst, dataset, period, {_TOTALS_COLUMNS} FROM totals")
             }
+            stored.update(
+                {
+                    (row[0], row[1], row[2], row[3], row[4]): _totals(row[5:])
+                    for row in tx.execute(
+                        "SELECT analyst, dataset, period, partition_column, partition_value,"
+                        f" {_TOTALS_COLUMNS} FROM partition_totals"
+                    )
+                }
+            )
         problems = []
         for key in sorted(set(expected) | set(stored)):
             want, have = expected.get(key, Totals()), stored.get(key, Totals())
@@ -511,7 +610,7 @@ class Ledger:
         return problems
 
     def rebuild_totals(self) -> None:
-        """Recompute the running totals from the spends (after an upgrade from version 1)."""
+        """Recompute the running totals from the spends (as after every upgrade)."""
         with self._store.transaction(write=True) as tx:
             _rebuild_totals(tx)
 
@@ -543,12 +642,9 @@ class Ledger:
     def _balance(self, tx: Transaction, analyst: str, dataset: str, accountant: Accountant) -> Balance:
         grant = _grant(tx, analyst, dataset)
         period = period_start(grant.renewal, self.now())
-        totals = _read_totals(tx, analyst, dataset, period)
-        spent = _spent(totals, grant.loss, accountant)
-        if accountant is BASIC:  # exact decimals: a reservation of exactly what remains fits
-            left = (remaining(grant.epsilon, totals.epsilon), remaining(grant.delta, totals.delta))
-        else:
-            left = (max(0.0, grant.loss.epsilon - spent.epsilon), max(0.0, grant.loss.delta - spent.delta))
+        totals = _read_account(tx, analyst, dataset, period).total()
+        spent, remains = _spent_and_left(totals, grant, accountant)
+        left = (remains.epsilon, remains.delta)
         return Balance(
             analyst=analyst,
             dataset=dataset,
@@ -583,7 +679,8 @@ class Ledger:
 
 _TOTALS_COLUMNS = "releases, epsilon, delta, epsilon_squares, epsilon_expm1, rho, zcdp_delta"
 _SPEND_COLUMNS = (
-    "id, analyst, dataset, epsilon, delta, statement, state, created_at, updated_at, rho, rho_delta, period"
+    "id, analyst, dataset, epsilon, delta, statement, state, created_at, updated_at, rho, rho_delta, period,"
+    " partition_column, partition_values"
 )
 
 
@@ -599,6 +696,24 @@ def period_start(renewal: str | None, now: datetime) -> str:
             return (day - timedelta(days=day.weekday())).isoformat()
         case _:
             return day.replace(day=1).isoformat()
+
+
+def _spent_and_left(totals: Totals, grant: _Grant, accountant: Accountant) -> tuple[PrivacyLoss, PrivacyLoss]:
+    """What ``totals`` spent of ``grant``, and what a reservation may still ask for."""
+    spent = _spent(totals, grant.loss, accountant)
+    if accountant is BASIC:  # exact decimals: a reservation of exactly what remains fits
+        left = PrivacyLoss(
+            remaining(grant.epsilon, totals.epsilon), _below_one_float(remaining(grant.delta, totals.delta))
+        )
+    else:
+        left = PrivacyLoss(
+            max(0.0, grant.loss.epsilon - spent.epsilon), max(0.0, grant.loss.delta - spent.delta)
+        )
+    return spent, left
+
+
+def _below_one_float(delta: float) -> float:
+    return min(delta, math.nextafter(1.0, 0.0))
 
 
 def _spent(totals: Totals, grant: PrivacyLoss | None, accountant: Accountant) -> PrivacyLoss:
@@ -651,18 +766,129 @@ def _write_totals(tx: Transaction, analyst: str, dataset: str, period: str, tota
         " ON CONFLICT (analyst, dataset, period) DO UPDATE SET releases = excluded.releases,"
         " epsilon = excluded.epsilon, delta = excluded.delta, epsilon_squares = excluded.epsilon_squares,"
         " epsilon_expm1 = excluded.epsilon_expm1, rho = excluded.rho, zcdp_delta = excluded.zcdp_delta",
-        (
-            analyst,
-            dataset,
-            period,
-            totals.releases,
-            str(totals.epsilon),
-            str(totals.delta),
-            totals.epsilon_squares,
-            totals.epsilon_expm1,
-            totals.rho,
-            str(totals.zcdp_delta),
-        ),
+        (analyst, dataset, period, *_totals_row(totals)),
+    )
+
+
+def _read_account(tx: Transaction, analyst: str, dataset: str, period: str) -> _Account:
+    rows = tx.execute(
+        f"SELECT partition_column, {_TOTALS_COLUMNS} FROM partition_totals"
+        " WHERE analyst = ? AND dataset = ? AND period = ? AND partition_value = ''",
+        (analyst, dataset, period),
+    )
+    envelopes = {str(row[0]): _totals(row[1:]) for row in rows if int(row[1]) > 0}
+    return _Account(_read_totals(tx, analyst, dataset, period), envelopes)
+
+
+def _read_values(
+    tx: Transaction, analyst: str, dataset: str, period: str
+) -> dict[str, dict[PartitionValue, Totals]]:
+    """Per partition column, the totals of each value that counting spends were charged to."""
+    values: dict[str, dict[PartitionValue, Totals]] = {}
+    rows = tx.execute(
+        f"SELECT partition_column, partition_value, {_TOTALS_COLUMNS} FROM partition_totals"
+        " WHERE analyst = ? AND dataset = ? AND period = ? AND partition_value <> ''",
+        (analyst, dataset, period),
+    )
+    for column, key, *totals in rows:
+        if int(totals[0]) > 0:
+            values.setdefault(str(column), {})[value_of(str(key))] = _totals(tuple(totals))
+    return values
+
+
+def _read_value(tx: Transaction, analyst: str, dataset: str, period: str, column: str, key: str) -> Totals:
+    rows = tx.execute(
+        f"SELECT {_TOTALS_COLUMNS} FROM partition_totals WHERE analyst = ? AND dataset = ? AND period = ?"
+        " AND partition_column = ? AND partition_value = ?",
+        (analyst, dataset, period, column, key),
+    )
+    return _totals(rows[0]) if rows else Totals()
+
+
+def _write_value(
+    tx: Transaction, analyst: str, dataset: str, period: str, column: str, key: str, totals: Totals
+) -> None:
+    """One value's totals (``key`` as JSON), or with ``key`` "" the column's widest."""
+    tx.execute(
+        "INSERT INTO partition_totals (analyst, dataset, period, partition_column, partition_value,"
+        f" {_TOTALS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (analyst, dataset, period, partition_column, partition_value) DO UPDATE SET"
+        " releases = excluded.releases, epsilon = excluded.epsilon, delta = excluded.delta,"
+        " epsilon_squares = excluded.epsilon_squares, epsilon_expm1 = excluded.epsilon_expm1,"
+        " rho = excluded.rho, zcdp_delta = excluded.zcdp_delta",
+        (analyst, dataset, period, column, key, *_totals_row(totals)),
+    )
+
+
+def _widest(start: Totals, totals: Iterable[Totals], *, releases: int) -> Totals:
+    widest = start
+    for total in totals:
+        widest = widest.widest(total)
+    return replace(widest, releases=releases)
+
+
+def _charge_partition(
+    tx: Transaction,
+    analyst: str,
+    dataset: str,
+    period: str,
+    account: _Account,
+    release: Release,
+    partition: Partition,
+) -> tuple[dict[str, Totals], Totals]:
+    """Each of the partition's values' totals with ``release`` added (by stored value), and its
+    column's widest totals then (one more spend of the column)."""
+    grown = {
+        key: _read_value(tx, analyst, dataset, period, partition.column, key).plus(release)
+        for key in partition.stored_values()
+    }
+    envelope = account.envelopes.get(partition.column, Totals())
+    return grown, _widest(envelope, grown.values(), releases=envelope.releases + 1)
+
+
+def _left_in(
+    tx: Transaction,
+    analyst: str,
+    dataset: str,
+    period: str,
+    account: _Account,
+    partition: Partition,
+    grant: _Grant,
+    accountant: Accountant,
+) -> PrivacyLoss:
+    """What statements pinned to every value of ``partition`` may still spend: the least of its values'."""
+    column = partition.column
+    lefts = [
+        _spent_and_left(
+            account.holding(column, _read_value(tx, analyst, dataset, period, column, key)), grant, accountant
+        )[1]
+        for key in partition.stored_values()
+    ]
+    return min(lefts, key=lambda loss: (loss.epsilon, loss.delta))
+
+
+def _take_back(tx: Transaction, spend: Spend, partition: Partition) -> None:
+    """Cancel a partition spend: out of each of its values, and the column's widest recomputed."""
+    analyst, dataset, period, column = spend.analyst, spend.dataset, spend.period, partition.column
+    for key in partition.stored_values():
+        total = _read_value(tx, analyst, dataset, period, column, key).minus(spend.release)
+        _write_value(tx, analyst, dataset, period, column, key, total)
+    count = _read_value(tx, analyst, dataset, period, column, "").releases - 1
+    remaining_values = _read_values(tx, analyst, dataset, period).get(column, {}).values()
+    _write_value(
+        tx, analyst, dataset, period, column, "", _widest(Totals(), remaining_values, releases=count)
+    )
+
+
+def _totals_row(totals: Totals) -> tuple[object, ...]:
+    return (
+        totals.releases,
+        str(totals.epsilon),
+        str(totals.delta),
+        totals.epsilon_squares,
+        totals.epsilon_expm1,
+        totals.rho,
+        str(totals.zcdp_delta),
     )
 
 
@@ -681,8 +907,12 @@ def _totals(row: tuple[object, ...]) -> Totals:
 
 def _rebuild_totals(tx: Transaction) -> None:
     tx.execute("DELETE FROM totals")
-    for (analyst, dataset, period), totals in _totals_from_spends(tx).items():
+    tx.execute("DELETE FROM partition_totals")
+    ordinary, partitions = _totals_from_spends(tx)
+    for (analyst, dataset, period), totals in ordinary.items():
         _write_totals(tx, analyst, dataset, period, totals)
+    for (analyst, dataset, period, column, key), totals in partitions.items():
+        _write_value(tx, analyst, dataset, period, column, key, totals)
 
 
 @contextmanager
@@ -695,18 +925,38 @@ def _closed_on_error(store: LedgerStore) -> Iterator[None]:
         raise
 
 
-def _totals_from_spends(tx: Transaction) -> dict[tuple[str, str, str], Totals]:
+def _totals_from_spends(
+    tx: Transaction,
+) -> tuple[dict[tuple[str, str, str], Totals], dict[tuple[str, str, str, str, str], Totals]]:
+    """Every running total as the counting spends say: the ordinary and dataset rows of ``totals``,
+    and the value and widest rows of ``partition_totals``."""
     totals: dict[tuple[str, str, str], Totals] = {}
+    values: dict[tuple[str, str, str, str, str], Totals] = {}
+    counts: dict[tuple[str, str, str, str, str], int] = {}
     rows = tx.execute(
-        "SELECT analyst, dataset, period, epsilon, delta, rho, rho_delta FROM spends WHERE state IN (?, ?)"
-        " ORDER BY id",
+        "SELECT analyst, dataset, period, epsilon, delta, rho, rho_delta, partition_column, partition_values"
+        " FROM spends WHERE state IN (?, ?) ORDER BY id",
         _COUNTING_STATES,
     )
-    for analyst, dataset, period, epsilon, delta, rho, rho_delta in rows:
+    for analyst, dataset, period, epsilon, delta, rho, rho_delta, column, stored in rows:
         release = Release(epsilon, delta, rho, rho_delta)
-        for key in ((analyst, dataset, period), (ALL_ANALYSTS, dataset, NO_PERIOD)):
+        partition = Partition.from_stored(str(column), str(stored))
+        keys = [(ALL_ANALYSTS, dataset, NO_PERIOD)]
+        if partition is None:
+            keys.append((analyst, dataset, period))
+        else:
+            widest = (analyst, dataset, period, partition.column, "")
+            counts[widest] = counts.get(widest, 0) + 1
+            for value in partition.stored_values():
+                key = (analyst, dataset, period, partition.column, value)
+                values[key] = values.get(key, Totals()).plus(release)
+        for key in keys:
             totals[key] = totals.get(key, Totals()).plus(release)
-    return totals
+    partitions = dict(values)
+    for widest, count in counts.items():
+        same_column = (total for key, total in values.items() if key[:4] == widest[:4])
+        partitions[widest] = _widest(Totals(), same_column, releases=count)
+    return totals, partitions
 
 
 def check_name(name: str, kind: str) -> None:
@@ -751,6 +1001,8 @@ def _spend(row: tuple[object, ...]) -> Spend:
         rho,
         rho_delta,
         period,
+        partition_column,
+        partition_values,
     ) = row
     return Spend(
         id=int(id_),  # type: ignore[call-overload]
@@ -765,6 +1017,7 @@ def _spend(row: tuple[object, ...]) -> Spend:
         rho=None if rho is None else float(rho),  # type: ignore[arg-type]
         rho_delta=float(rho_delta),  # type: ignore[arg-type]
         period=str(period),
+        partition=Partition.from_stored(str(partition_column), str(partition_values)),
     )
 
 
@@ -778,6 +1031,16 @@ def _exhausted(balance: Balance, asked: PrivacyLoss) -> BudgetExhaustedError:
     return BudgetExhaustedError(
         f'privacy budget exhausted: analyst "{balance.analyst}" asked for {_describe(asked)} on '
         f'dataset "{balance.dataset}", but only {_describe(left)} remains',
+        hint=_EXHAUSTED_HINT,
+    )
+
+
+def _exhausted_in(
+    analyst: str, dataset: str, partition: Partition, asked: PrivacyLoss, left: PrivacyLoss
+) -> BudgetExhaustedError:
+    return BudgetExhaustedError(
+        f'privacy budget exhausted: analyst "{analyst}" asked for {_describe(asked)} on dataset "{dataset}"'
+        f" in partition {partition.describe()}, but only {_describe(left)} remains there",
         hint=_EXHAUSTED_HINT,
     )
 

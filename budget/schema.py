@@ -15,8 +15,20 @@ from budget.errors import LedgerStoreError
 from budget.store import LedgerStore, Transaction, not_a_ledger
 
 APPLICATION = "veil-ledger"
-SCHEMA_VERSION = 3
-TABLES = frozenset({"schema_version", "analysts", "grants", "caps", "spends", "totals", "audit", "answers"})
+SCHEMA_VERSION = 4
+TABLES = frozenset(
+    {
+        "schema_version",
+        "analysts",
+        "grants",
+        "caps",
+        "spends",
+        "totals",
+        "partition_totals",
+        "audit",
+        "answers",
+    }
+)
 
 # Text compares byte by byte in both stores (PostgreSQL's "C" collation is SQLite's BINARY), so
 # names sort, and ISO timestamps compare, the same whichever store holds the ledger.
@@ -34,6 +46,26 @@ _TYPES = {
         "bigint": "BIGINT",
     },
 }
+
+# Per (analyst, dataset, period): one row per value of a partition column that spends were charged
+# to (partition_value: the value as JSON), and one per column with partition_value '' holding the
+# statistic-by-statistic largest of its values' rows and, in ``releases``, the number of the column's
+# spends. Derived from the spends, like ``totals``.
+_PARTITION_TOTALS = """CREATE TABLE partition_totals (
+        analyst {text} NOT NULL,
+        dataset {text} NOT NULL,
+        period {text} NOT NULL,
+        partition_column {text} NOT NULL,
+        partition_value {text} NOT NULL,
+        releases INTEGER NOT NULL,
+        epsilon {text} NOT NULL,
+        delta {text} NOT NULL,
+        epsilon_squares {real} NOT NULL,
+        epsilon_expm1 {real} NOT NULL,
+        rho {real} NOT NULL,
+        zcdp_delta {text} NOT NULL,
+        PRIMARY KEY (analyst, dataset, period, partition_column, partition_value)
+    )"""
 
 _TABLES = (
     "CREATE TABLE schema_version (application {text} NOT NULL, version INTEGER NOT NULL)",
@@ -73,7 +105,9 @@ _TABLES = (
         statement {text} NOT NULL,
         state {text} NOT NULL CHECK (state IN ('reserved', 'committed', 'cancelled')),
         created_at {text} NOT NULL,
-        updated_at {text} NOT NULL
+        updated_at {text} NOT NULL,
+        partition_column {text} NOT NULL DEFAULT '',
+        partition_values {text} NOT NULL DEFAULT ''
     )""",
     "CREATE INDEX spends_by_pair ON spends (analyst, dataset, state)",
     """CREATE TABLE totals (
@@ -89,6 +123,7 @@ _TABLES = (
         zcdp_delta {text} NOT NULL,
         PRIMARY KEY (analyst, dataset, period)
     )""",
+    _PARTITION_TOTALS,
     """CREATE TABLE audit (
         id {id},
         at {text} NOT NULL,
@@ -131,7 +166,23 @@ _SPEND_FROZEN = (
     "rho_delta",
     "statement",
     "created_at",
+    "partition_column",
+    "partition_values",
 )
+
+_SQLITE_SPEND_CLOSES = f"""CREATE TRIGGER spends_only_close BEFORE UPDATE ON spends
+       WHEN {_SPEND_CLOSES} OR {" OR ".join(f"NEW.{c} IS NOT OLD.{c}" for c in _SPEND_FROZEN)}
+       BEGIN SELECT RAISE(ABORT, 'only a reserved spend may change, and only its state'); END"""
+
+_POSTGRES_SPEND_CLOSES = f"""CREATE OR REPLACE FUNCTION veil_spend_closes() RETURNS trigger LANGUAGE plpgsql AS $$
+       BEGIN
+         IF {_SPEND_CLOSES}
+            OR ({", ".join(f"NEW.{c}" for c in _SPEND_FROZEN)})
+               IS DISTINCT FROM ({", ".join(f"OLD.{c}" for c in _SPEND_FROZEN)}) THEN
+           RAISE EXCEPTION 'only a reserved spend may change, and only its state';
+         END IF;
+         RETURN NEW;
+       END $$"""
 
 _SQLITE_TRIGGERS = (
     *(
@@ -142,9 +193,7 @@ _SQLITE_TRIGGERS = (
     ),
     """CREATE TRIGGER spends_no_delete BEFORE DELETE ON spends
        BEGIN SELECT RAISE(ABORT, 'spends are append-only'); END""",
-    f"""CREATE TRIGGER spends_only_close BEFORE UPDATE ON spends
-       WHEN {_SPEND_CLOSES} OR {" OR ".join(f"NEW.{c} IS NOT OLD.{c}" for c in _SPEND_FROZEN)}
-       BEGIN SELECT RAISE(ABORT, 'only a reserved spend may change, and only its state'); END""",
+    _SQLITE_SPEND_CLOSES,
 )
 
 _POSTGRES_TRIGGERS = (
@@ -157,15 +206,7 @@ _POSTGRES_TRIGGERS = (
     ),
     """CREATE TRIGGER spends_no_delete BEFORE DELETE ON spends
        FOR EACH ROW EXECUTE FUNCTION veil_append_only()""",
-    f"""CREATE FUNCTION veil_spend_closes() RETURNS trigger LANGUAGE plpgsql AS $$
-       BEGIN
-         IF {_SPEND_CLOSES}
-            OR ({", ".join(f"NEW.{c}" for c in _SPEND_FROZEN)})
-               IS DISTINCT FROM ({", ".join(f"OLD.{c}" for c in _SPEND_FROZEN)}) THEN
-           RAISE EXCEPTION 'only a reserved spend may change, and only its state';
-         END IF;
-         RETURN NEW;
-       END $$""",
+    _POSTGRES_SPEND_CLOSES,
     """CREATE TRIGGER spends_only_close BEFORE UPDATE ON spends
        FOR EACH ROW EXECUTE FUNCTION veil_spend_closes()""",
 )
@@ -196,12 +237,15 @@ def ensure_schema(store: LedgerStore, *, after_upgrade: Callable[[Transaction], 
             transaction.execute("INSERT INTO schema_version VALUES (?, ?)", (APPLICATION, SCHEMA_VERSION))
             return False
         version = check_version(store, transaction)
-        if version == 1:
-            _upgrade_from_1(transaction)
-        elif version == 2:
-            _upgrade_from_2(transaction)
-        else:
+        if version == SCHEMA_VERSION:
             return False
+        if version == 1:
+            _upgrade_from_1(transaction)  # makes today's tables
+        else:
+            if version == 2:
+                _upgrade_from_2(transaction)
+            _upgrade_from_3(transaction, store.dialect)
+        transaction.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
         if after_upgrade is not None:
             after_upgrade(transaction)
         return True
@@ -250,7 +294,21 @@ def _upgrade_from_2(transaction: Transaction) -> None:
     """Version 3 adds the audit log's ``outcome`` (what ended a failed statement: engine error, timed
     out, deadline missed, cancelled, disconnected); older rows keep an empty one."""
     transaction.execute("ALTER TABLE audit ADD COLUMN outcome TEXT NOT NULL DEFAULT ''")
-    transaction.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+
+
+def _upgrade_from_3(transaction: Transaction, dialect: str) -> None:
+    """Version 4 adds parallel composition: each spend's partition (none for older spends, which stay
+    ordinary) and the ``partition_totals`` (filled by the rebuild that follows every upgrade). The
+    trigger that freezes a spend's columns learns the two new ones."""
+    types = _TYPES[dialect]
+    for column in ("partition_column", "partition_values"):
+        transaction.execute(f"ALTER TABLE spends ADD COLUMN {column} {types['text']} NOT NULL DEFAULT ''")
+    transaction.execute(_PARTITION_TOTALS.format(**types))
+    if dialect == "sqlite":
+        transaction.execute("DROP TRIGGER IF EXISTS spends_only_close")
+        transaction.execute(_SQLITE_SPEND_CLOSES)
+    else:
+        transaction.execute(_POSTGRES_SPEND_CLOSES)
 
 
 def _upgrade_from_1(transaction: Transaction) -> None:
@@ -276,4 +334,3 @@ def _upgrade_from_1(transaction: Transaction) -> None:
     )
     transaction.execute("DROP TABLE grants_v1")
     transaction.execute("DROP TABLE spends_v1")
-    transaction.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))

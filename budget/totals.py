@@ -80,6 +80,36 @@ class Totals:
     def minus(self, release: Release) -> Totals:
         return self._step(release, -1)
 
+    def combined(self, other: Totals) -> Totals:
+        """The releases of both (two disjoint sets of releases, such as the ordinary spends and one
+        partition's); float sums still round up, and stay exact where the float sum is."""
+        return Totals(
+            releases=self.releases + other.releases,
+            epsilon=self.epsilon + other.epsilon,
+            delta=self.delta + other.delta,
+            epsilon_squares=_sum_up(self.epsilon_squares, other.epsilon_squares),
+            epsilon_expm1=_sum_up(self.epsilon_expm1, other.epsilon_expm1),
+            rho=_sum_up(self.rho, other.rho),
+            zcdp_delta=self.zcdp_delta + other.zcdp_delta,
+        )
+
+    def widest(self, other: Totals) -> Totals:
+        """Statistic by statistic, the larger of two totals (``releases`` too).
+
+        Every accountant's bound grows with each statistic, so the bound of the widest totals of the
+        values of a partition column is at least the bound of each value's own: what parallel
+        composition needs. It is the largest value's bound itself whenever one value's spending is the
+        largest in every statistic — always under basic composition, which reads only Σε and Σδ."""
+        return Totals(
+            releases=max(self.releases, other.releases),
+            epsilon=max(self.epsilon, other.epsilon),
+            delta=max(self.delta, other.delta),
+            epsilon_squares=max(self.epsilon_squares, other.epsilon_squares),
+            epsilon_expm1=max(self.epsilon_expm1, other.epsilon_expm1),
+            rho=max(self.rho, other.rho),
+            zcdp_delta=max(self.zcdp_delta, other.zcdp_delta),
+        )
+
     def _step(self, release: Release, sign: int) -> Totals:
         move = add_up if sign > 0 else subtract_up
         epsilon = release.epsilon
@@ -93,6 +123,17 @@ class Totals:
             rho=move(self.rho, _up(release.zcdp_rho)),
             zcdp_delta=self.zcdp_delta + sign * as_decimal(release.zcdp_delta),
         )
+
+
+def _sum_up(first: float, second: float) -> float:
+    """``first + second`` rounded up: one ulp more only when the float sum is not exact (its error,
+    found exactly by Knuth's TwoSum, is positive)."""
+    total = first + second
+    if math.isinf(total):
+        return total
+    second_part = total - first
+    error = (first - (total - second_part)) + (second - second_part)
+    return math.nextafter(total, math.inf) if error > 0 else total
 
 
 def _up(value: float) -> float:

@@ -13,6 +13,7 @@ import os
 import re
 import tempfile
 import tomllib
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -83,6 +84,9 @@ class ColumnPolicy:
     upper: float | None = None
     public: bool = False
     values: tuple[str | int | float | bool | datetime.date, ...] | None = None
+    # The administrator asserts that each person's value never changes: statements pinned to disjoint
+    # values are then charged by parallel composition (proxy/analysis/partitions.py, docs/policy.md).
+    partition: bool = False
 
     @property
     def has_bounds(self) -> bool:
@@ -105,6 +109,11 @@ class TablePolicy:
 
     def column(self, name: str) -> ColumnPolicy | None:
         return self.columns.get(name.lower())
+
+    @property
+    def partition_column(self) -> str | None:
+        """The column whose values split the table's people into partitions (``partition = true``)."""
+        return next((column.name for column in self.columns.values() if column.partition), None)
 
     def with_max_contributions(self, bound: int) -> TablePolicy:
         return dataclasses.replace(self, max_contributions=bound, auto_contributions=False)
@@ -347,7 +356,7 @@ def _positive_number(reader: _Reader, key: str, default: float) -> float:
 
 
 def _column(reader: _Reader, name: str) -> ColumnPolicy:
-    reader.reject_unknown({"type", "lower", "upper", "public", "values", "range"})
+    reader.reject_unknown({"type", "lower", "upper", "public", "values", "range", "partition"})
     type_name = reader.get("type", str, required=True)
     try:
         column_type = ColumnType(type_name)
@@ -384,7 +393,53 @@ def _column(reader: _Reader, name: str) -> ColumnPolicy:
         if len(set(values)) != len(values):
             # a repeated value would release the same group twice with fresh noise for one charge
             raise reader.fail("values", "each public value may appear only once")
-    return ColumnPolicy(name, column_type, lower, upper, public, tuple(values) if values else None)
+    partition = reader.get("partition", bool, False)
+    if partition:
+        _check_partition(reader, column_type, values if public else None)
+    return ColumnPolicy(name, column_type, lower, upper, public, tuple(values) if values else None, partition)
+
+
+PARTITION_TYPES = (ColumnType.TEXT, ColumnType.INTEGER)
+
+
+def _check_partition(reader: _Reader, column_type: ColumnType, values: list[Any] | None) -> None:
+    """``partition = true``: only where a statement's WHERE can name a partition exactly.
+
+    Text values that a case-, accent- or space-insensitive collation (or ``char(n)`` padding) could take
+    for one another are refused: two declared values selecting the same people would be two partitions
+    charged apart for one person."""
+    if not values:
+        raise reader.fail(
+            "partition",
+            "only a public column with declared values (values or range) can partition a table's people",
+            hint="add public = true and values = [...], or remove partition",
+        )
+    if column_type not in PARTITION_TYPES:
+        raise reader.fail(
+            "partition",
+            f"a partition column must be text or integer, not {column_type.value}: statements pin it with"
+            " = or IN, which must match the declared values exactly",
+        )
+    if column_type is ColumnType.TEXT:
+        seen: dict[str, str] = {}
+        for value in values:
+            folded = _folded(value)
+            if folded in seen:
+                raise reader.fail(
+                    "partition",
+                    f"{seen[folded]!r} and {value!r} could be the same value to a case-, accent- or"
+                    " space-insensitive comparison, and then one person would be in two partitions",
+                    hint="declare one spelling of each value, or remove partition",
+                )
+            seen[folded] = value
+
+
+def _folded(text: str) -> str:
+    """``text`` as the loosest collation an engine might apply compares it: compatibility-decomposed,
+    without accents, case-folded, with runs of white space as one space and none at either end."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    bare = "".join(character for character in decomposed if not unicodedata.combining(character))
+    return " ".join(bare.casefold().split())
 
 
 MAX_RANGE_VALUES = 10_000
@@ -437,6 +492,9 @@ def _public_table(reader: _Reader, name: str, columns: dict[str, ColumnPolicy]) 
     key = reader.get("key", str)
     if key is not None and key.lower() not in columns:
         raise reader.fail("key", f"names no declared column; declare columns.{key.lower()}")
+    for column in columns.values():
+        if column.partition:
+            raise reader.fail(f"columns.{column.name}.partition", "a public table has no people to partition")
     return TablePolicy(
         name, None, 1, MappingProxyType(columns), public=True, key=key.lower() if key else None
     )
@@ -453,6 +511,13 @@ def _table(reader: _Reader, name: str) -> TablePolicy:
     }
     if not columns:
         raise reader.fail("columns", "declare at least one column")
+    partitions = [column.name for column in columns.values() if column.partition]
+    if len(partitions) > 1:
+        raise reader.fail(
+            None,
+            f"only one column may partition a table's people; {', '.join(partitions)} all say partition = true",
+            hint="keep partition = true on the column statements are most often pinned to",
+        )
     if reader.get("public", bool, False):
         return _public_table(reader, name, columns)
     if "key" in reader.data:

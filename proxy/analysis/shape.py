@@ -24,6 +24,7 @@ from proxy.analysis.derived import DerivedSource
 from proxy.analysis.key_types import expression_type
 from proxy.analysis.lookup_join import lookup_join
 from proxy.analysis.output_names import output_name
+from proxy.analysis.partitions import PartitionPin, partition_pin
 from proxy.analysis.per_person import per_person_table
 from proxy.analysis.refusals import refuse
 from proxy.analysis.unit_join import joined_name, unit_join
@@ -77,6 +78,7 @@ class QueryShape:
     output_names: tuple[str, ...]
     source: DerivedSource | None = None  # set when the query reads a per-person subquery
     top_k: TopK | None = None  # the query asks for the k keys with the largest count (analysis/top_k.py)
+    partition: PartitionPin | None = None  # the partition its WHERE pins (analysis/partitions.py)
 
     @property
     def thresholded(self) -> bool:
@@ -142,6 +144,14 @@ def query_shape(tree: exp.Expression, dataset: DatasetPolicy) -> QueryShape:
     names = tuple(output_name(item) for item in tree.expressions)
     aggregates = tuple(builder.aggregates)
     return QueryShape(scope.table, group_keys, aggregates, condition, postprocess, names, source)
+
+
+def pinned(shape: QueryShape) -> QueryShape:
+    """``shape`` with the partition its WHERE pins (analysis/partitions.py) — only for a plain table: a
+    join or a per-person subquery reads rows the pin does not describe, and is charged as ordinary."""
+    if shape.source is not None:
+        return shape
+    return dataclasses.replace(shape, partition=partition_pin(shape.table, shape.where))
 
 
 def _refuse_selections_over_data_keys(aggregates: list[Aggregate]) -> None:

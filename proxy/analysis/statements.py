@@ -12,7 +12,7 @@ from proxy.analysis.copy import CopyStatement, copy_statement
 from proxy.analysis.output_names import output_name
 from proxy.analysis.reconstruct import ReconstructQuery, is_reconstruct, reconstruct_query
 from proxy.analysis.refusals import refuse
-from proxy.analysis.shape import QueryShape, referenced_tables
+from proxy.analysis.shape import QueryShape, pinned, referenced_tables
 from proxy.analysis.top_k import top_k_query_shape
 from proxy.analysis.ttest import TTestQuery, is_ttest, ttest_query
 from proxy.catalog.names import (
@@ -180,7 +180,7 @@ def classify(tree: exp.Expression, dataset: DatasetPolicy) -> Statement:
         if is_ttest(tree):
             assert isinstance(tree, exp.Select)
             return TTestStatement(ttest_query(tree, dataset))
-        return PrivateQuery(top_k_query_shape(tree, dataset))
+        return PrivateQuery(pinned(top_k_query_shape(tree, dataset)))
     if isinstance(tree, exp.Select):
         if calls_catalog_function(tree):
             return CatalogQuery(tree)

@@ -27,6 +27,7 @@ from budget.audit import AuditEntry, Decision
 from budget.errors import InvalidBudgetError, UnknownAnalystError
 from budget.ledger import RENEWALS, Balance, DatasetCap, Ledger, check_name
 from budget.loss import PrivacyLoss
+from budget.partitions import Partition
 from proxy import __version__
 from proxy.cli.lazy import LazyGroup
 from proxy.cli.support import (
@@ -684,8 +685,11 @@ def budget_show(analyst_name: str | None, config_path: Path, as_json: bool) -> N
     renewing grant, those of the current period. The JSON has, per analyst and dataset:
     granted_epsilon, spent_epsilon, remaining_epsilon, the same for delta, accountant, renewal,
     period_start, releases, the dataset's cap_epsilon, cap_delta and cap_remaining_epsilon (what
-    all analysts together may still spend; null without a cap), and reserved_epsilon: the part of
-    spent_epsilon still in flight — after a crash, left in flight (see veil budget reservations).
+    all analysts together may still spend; null without a cap), reserved_epsilon: the part of
+    spent_epsilon still in flight — after a crash, left in flight (see veil budget reservations) —
+    and partitions: per value of a partition column the analyst's statements were charged to
+    (parallel composition), what statements pinned to it spent and may still spend (value null: any
+    other value). The text output lists those in a second table.
 
     \b
     Example:
@@ -707,7 +711,41 @@ def budget_show(analyst_name: str | None, config_path: Path, as_json: bool) -> N
         )
         for balance in balances
     ]
-    emit(records, BALANCE_COLUMNS, as_json=as_json)
+    partitions = {
+        (b.analyst, b.dataset): as_records(
+            ledger.partition_balances(b.analyst, b.dataset, accountant=accountant_of(b.dataset))
+        )
+        for b in balances
+    }
+    for record in records:
+        record["partitions"] = partitions[(record["analyst"], record["dataset"])]
+    if as_json:
+        echo_json(records)
+        return
+    print_table(records, BALANCE_COLUMNS)
+    rows = [_partition_row(row) for record in records for row in record["partitions"]]
+    if rows:
+        click.echo("\nstatements pinned to a partition (parallel composition):")
+        print_table(rows, PARTITION_COLUMNS)
+
+
+PARTITION_COLUMNS = (
+    "analyst",
+    "dataset",
+    Column("partition", width=60),
+    Column("spent_epsilon", "spent ε"),
+    Column("remaining_epsilon", "remaining ε"),
+    Column("spent_delta", "spent δ", optional=True),
+    Column("remaining_delta", "remaining δ", optional=True),
+    "releases",
+)
+
+
+def _partition_row(record: dict[str, Any]) -> dict[str, Any]:
+    """One partition value for the text table: ``patients.region = 'north'``, or ``= (any other)``."""
+    value = record["value"]
+    shown = "(any other value)" if value is None else Partition(record["column"], (value,)).describe()
+    return {**record, "partition": shown if value is not None else f"{record['column']} {shown}"}
 
 
 HISTORY_COLUMNS = (
@@ -717,6 +755,7 @@ HISTORY_COLUMNS = (
     Column("delta", "δ", optional=True),
     "state",
     "created_at",
+    Column("partition", optional=True, width=40),
     Column("statement", width=80),
 )
 
@@ -730,9 +769,10 @@ HISTORY_COLUMNS = (
 def budget_history(analyst_name: str, dataset: str | None, config_path: Path, as_json: bool) -> None:
     """List every spend of an analyst.
 
-    Every spend of ANALYST, oldest first: ε, δ, state (reserved, committed, cancelled), time and the
-    SQL. Only committed and reserved spends count; `veil audit` also shows free and refused
-    statements.
+    Every spend of ANALYST, oldest first: ε, δ, state (reserved, committed, cancelled), time, the
+    partition a statement was charged to (parallel composition; in the JSON, its column and values,
+    null for an ordinary statement) and the SQL. Only committed and reserved spends count; `veil
+    audit` also shows free and refused statements.
 
     \b
     Example:
@@ -740,7 +780,13 @@ def budget_history(analyst_name: str, dataset: str | None, config_path: Path, as
       veil budget history alice --dataset demo --json
     """
     spends = _ledger(load_config(config_path)).history(analyst_name, dataset.lower() if dataset else None)
-    emit(as_records(spends), HISTORY_COLUMNS, as_json=as_json)
+    if as_json:
+        echo_json(as_records(spends))
+        return
+    records = as_records(spends)
+    for record, spend in zip(records, spends, strict=True):
+        record["partition"] = spend.partition.describe() if spend.partition is not None else None
+    print_table(records, HISTORY_COLUMNS)
 
 
 RESERVATION_COLUMNS = (
@@ -1123,6 +1169,11 @@ def explain(
     rows = "data-derived keys" if explanation.cells is None else f"{explanation.cells} released row(s)"
     delta = f", δ = {explanation.delta:g}" if explanation.delta else ""
     click.echo(f"charge: ε = {explanation.epsilon:g}{delta} over {rows}")
+    if explanation.partition is not None:
+        click.echo(
+            f"charged to the partition {explanation.partition} only (parallel composition): statements"
+            " pinned to other values do not add to it"
+        )
     if explanation.threshold is not None:
         click.echo(
             f"keys released only if their noisy number of people exceeds τ = {explanation.threshold:.4g}"

@@ -39,6 +39,7 @@ class Explanation:
     measurements: tuple[MeasurementExplanation, ...]
     threshold_delta: float  # δ_τ: the share of δ the threshold τ is calibrated for
     notes: tuple[str, ...] = ()
+    partition: str | None = None  # charged to this partition only (parallel composition), e.g. t.c = 'v'
 
 
 def explain_query(
@@ -94,6 +95,7 @@ def explain_query(
         plan.threshold,
         measurements,
         plan.threshold_delta,
+        partition=shape.partition.label if shape.partition is not None else None,
     )
 
 

@@ -30,6 +30,7 @@ from proxy.analysis.copy import CopyOptions, CopyStatement
 from proxy.analysis.federated import SHAPE_HINT, count_column, federation_read, local_statement
 from proxy.analysis.output_names import output_name
 from proxy.analysis.parse import parse_statements, too_deep
+from proxy.analysis.partitions import PartitionPin
 from proxy.analysis.shape import QueryShape
 from proxy.analysis.statements import (
     BUDGET_TABLE,
@@ -352,7 +353,9 @@ class QueryService:
         statement = _classified(local_statement(tree, federation), self.dataset)
         if not isinstance(statement, PrivateQuery):
             raise UnsupportedQueryError(f"federation {federation.name} answers counts only", hint=SHAPE_HINT)
-        return statement.shape, count_column(statement.shape, federation)
+        # charged as an ordinary statement at both sites: parallel composition is not offered here
+        shape = dataclasses.replace(statement.shape, partition=None)
+        return shape, count_column(shape, federation)
 
     def _answer_federated(
         self,
@@ -463,7 +466,9 @@ class QueryService:
             if bound_key is not None and chosen:
                 self.ledger.answer_cache.put(bound_key, chosen[0], spend_id=spend_id)
 
-        spend = _Spend(release_cost(plan), text, self._charge(plan, cached=False), plan.describe())
+        spend = _Spend(
+            release_cost(plan), text, self._charge(plan, cached=False), plan.describe(), shape.partition
+        )
         noisy = self._spend(spend, principal, measure, key, remember=remember)
         return self._respond(plan, noisy, principal=principal, settings=settings, cached=False)
 
@@ -495,6 +500,7 @@ class QueryService:
             statement=spend.text,
             accountant=self.accountant,
             cap_step=self.dataset.cap_step,
+            partition=spend.partition.ledger_partition() if spend.partition is not None else None,
         )
         engine = _EngineCalls(self.backend.execute)
         try:
@@ -564,7 +570,9 @@ class QueryService:
         cached: bool,
     ) -> StatementOutcome:
         table = self._postprocess(plan.shape, noisy)
-        notices = [self._spent_notice(principal, plan.describe(), cached=cached)]
+        notices = [
+            self._spent_notice(principal, plan.describe(), cached=cached, partition=plan.shape.partition)
+        ]
         if settings.get("veil.show_error") == "on":
             cells = max(len(noisy.rows), 1)
             bounds = ", ".join(
@@ -636,18 +644,41 @@ class QueryService:
             cached=cached,
         )
 
-    def _spent_notice(self, principal: Principal, description: str, *, cached: bool) -> str:
-        """The NOTICE every DP answer carries: what it spent, and what is left."""
+    def _spent_notice(
+        self, principal: Principal, description: str, *, cached: bool, partition: PartitionPin | None = None
+    ) -> str:
+        """The NOTICE every DP answer carries: what it spent, and what is left — for a statement pinned
+        to a partition, what is left for statements pinned to the same values too."""
         balance = self.ledger.balance(principal.name, self.dataset.name, accountant=self.accountant)
-        left = (
-            f"{balance.remaining_epsilon:.6g} of {balance.granted_epsilon:.6g} ε remains on dataset "
-            f"{self.dataset.name} ({balance.accountant} composition)"
-        )
+        granted = f"{balance.granted_epsilon:.6g}"
+        left = f"{balance.remaining_epsilon:.6g} of {granted} ε remains on dataset {self.dataset.name}"
+        if partition is not None:
+            there = self._left_in(principal, partition, balance.remaining_epsilon)
+            left = (
+                f"{there:.6g} of {granted} ε remains for statements pinned to {partition.label}, "
+                f"{balance.remaining_epsilon:.6g} for any statement on dataset {self.dataset.name}"
+            )
         if cached:
             spent = "this is the stored answer of the same query asked before, so it spent nothing"
         else:
             spent = f"this answer spent {description}"
-        return f"differential privacy: {spent}; {left}"
+            if partition is not None:
+                spent += f", charged to the partition {partition.label} only (parallel composition)"
+        return f"differential privacy: {spent}; {left} ({balance.accountant} composition)"
+
+    def _left_in(self, principal: Principal, partition: PartitionPin, otherwise: float) -> float:
+        """What statements pinned to all of ``partition``'s values may still spend (``otherwise``: the
+        dataset's remainder, when nothing was charged to the partition column yet)."""
+        rows = {
+            row.value: row.remaining_epsilon
+            for row in self.ledger.partition_balances(
+                principal.name, self.dataset.name, accountant=self.accountant
+            )
+            if row.column == partition.name
+        }
+        if not rows:
+            return otherwise
+        return min(rows.get(value, rows[None]) for value in partition.values)
 
     def _budget(self, principal: Principal) -> ReleasedTable:
         return budget_table(
@@ -755,6 +786,7 @@ class _Spend:
     text: str
     charge: Charge
     description: str
+    partition: PartitionPin | None = None  # parallel composition: charged to these values only
 
 
 class _EngineCalls:

@@ -29,6 +29,7 @@ from proxy.analysis.aggregates import AggregateInput
 from proxy.analysis.quantities import Quantity, QuantityKind
 from proxy.analysis.shape import GroupKey, QueryShape
 from proxy.rewrite.clamp_values import clamp_value
+from proxy.rewrite.partition_guard import partition_guard
 from proxy.rewrite.safe_predicates import error_free
 
 UNIT = "_dp_unit"
@@ -199,6 +200,8 @@ def _filtered_rows(shape: QueryShape, quantities: tuple[Quantity, ...], *, diale
         [error_free(shape.where, table=shape.table, dialect=dialect)] if shape.where is not None else []
     )
     conditions += [_in_public_domain(key, shape, dialect) for key in shape.group_keys if not key.thresholded]
+    if (guard := partition_guard(shape)) is not None:
+        conditions.append(guard)
     return rows.where(exp.and_(*conditions), copy=False) if conditions else rows
 
 

@@ -147,6 +147,7 @@ def test_a_new_analyst_appears_with_its_grant(admin: Admin) -> None:
         "cap_delta": None,
         "cap_remaining_epsilon": None,
         "reserved_epsilon": None,
+        "partitions": [],  # no statement was pinned to a partition (parallel composition)
     }
     admin.check("budget", "grant", analyst.name, "demo", "0.25")  # grants accumulate
     assert admin.balance(analyst)["granted_epsilon"] == 1.0

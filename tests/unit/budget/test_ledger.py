@@ -41,6 +41,7 @@ from budget.errors import (
 )
 from budget.ledger import Analyst, Balance, Ledger, SpendState, period_start
 from budget.loss import PrivacyLoss
+from budget.schema import SCHEMA_VERSION
 
 VERIFIER = "SCRAM-SHA-256$4096:c2FsdHNhbHQ=$c3RvcmVka2V5:c2VydmVya2V5"
 OTHER_VERIFIER = "SCRAM-SHA-256$8192:b3RoZXJzYWx0$b3RoZXJzdG9yZWQ=:b3RoZXJzZXJ2ZXI="
@@ -133,6 +134,17 @@ def behind_the_back(ledger: Ledger, sql: str) -> None:
         tx.execute(sql)
 
 
+def downgrade_to_version_3(ledger: Ledger) -> None:
+    """Make a ledger look as Veil's version-3 schema left it: no partition columns or totals."""
+    with ledger.store.transaction(write=True) as tx:
+        if schema_of(ledger) is None:
+            tx.execute("DROP TRIGGER spends_only_close")
+        tx.execute("DROP TABLE partition_totals")
+        tx.execute("ALTER TABLE spends DROP COLUMN partition_values")
+        tx.execute("ALTER TABLE spends DROP COLUMN partition_column")
+        tx.execute("UPDATE schema_version SET version = 3")
+
+
 # -- the store ------------------------------------------------------------------------------------
 
 
@@ -147,7 +159,7 @@ def test_open_finds_an_existing_ledger(ledgers: Ledgers, ledger: Ledger) -> None
 
 def test_open_refuses_a_newer_schema(ledgers: Ledgers, ledger: Ledger) -> None:
     behind_the_back(ledger, "UPDATE schema_version SET version = 99")
-    with pytest.raises(LedgerStoreError, match="schema version 99; this Veil reads up to 3"):
+    with pytest.raises(LedgerStoreError, match=f"schema version 99; this Veil reads up to {SCHEMA_VERSION}"):
         ledgers.reopen(ledger)
 
 
@@ -156,6 +168,7 @@ def test_open_upgrades_a_version_2_ledger_and_keeps_its_audit_log(ledgers: Ledge
     at = datetime(2026, 1, 1, tzinfo=UTC)
     old = AuditEntry(at, "alice", "127.0.0.1:1", "demo", "SELECT 1", Decision.ANSWERED)
     ledger.audit_log.append(old)
+    downgrade_to_version_3(ledger)
     behind_the_back(ledger, "ALTER TABLE audit DROP COLUMN outcome")
     behind_the_back(ledger, "UPDATE schema_version SET version = 2")
     again = ledgers.reopen(ledger)
