@@ -71,16 +71,33 @@ class AggregateInput:
     from interval analysis (analysis/intervals.py) or an explicit ``veil_clamp(expr, lower, upper)``.
     The engine clamps every value to ``[lower, upper]`` whatever the analysis says."""
 
-    name: str  # SQL-safe and deterministic: the column's name, or e_<hash of the expression>
+    name: str  # SQL-safe and deterministic: the column's name, or input_name(expression, bounds)
     expression: exp.Expression = dataclasses.field(compare=False, hash=False)  # unqualified
     type: ColumnType = ColumnType.REAL
     lower: float | None = None
     upper: float | None = None
     values: tuple[Any, ...] | None = None  # MODE: the column's public domain, its candidates
+    shown: str | None = dataclasses.field(default=None, compare=False)  # for notices; default: name
 
     @property
     def has_bounds(self) -> bool:
         return self.lower is not None and self.upper is not None
+
+    @property
+    def text(self) -> str:
+        """How plans, ``veil explain`` and notices name the input."""
+        return self.shown or self.name
+
+
+def input_name(text: str, lower: float | None, upper: float | None) -> str:
+    """The SQL-safe name of an input that is not a plain column: a digest of its expression *and* its
+    bounds, long enough that no two inputs of one query can share it by chance or by design.
+
+    The engine query keys values and partial sums by this name, and each measurement is priced with
+    its own input's bounds: two inputs under one name would let a sum priced for ``veil_clamp(x, 0, 1)``
+    read values clamped to ``[0, 100]`` (bound_contributions also refuses such a query outright)."""
+    digest = hashlib.sha256(f"{text}\x1f{lower!r}\x1f{upper!r}".encode()).hexdigest()
+    return "e_" + digest[:32]
 
 
 @dataclass(frozen=True)
@@ -98,14 +115,14 @@ class Aggregate:
         if self.kind is AggregateKind.COUNT_UNITS:
             return "count(distinct unit)"
         assert self.column is not None
-        return f"{self.kind.value}({self.column.name})"
+        return f"{self.kind.value}({self.column.text})"
 
 
 def selection_label(kind: str, column: AggregateInput | None, q: Fraction | None) -> str:
     """``quantile(col, 0.5)`` or ``mode(col)``: how aggregates and their measured quantities are named
     in plans, ``veil explain`` and notices."""
     assert column is not None
-    return f"quantile({column.name}, {float(q or 0):g})" if kind == "quantile" else f"mode({column.name})"
+    return f"quantile({column.text}, {float(q or 0):g})" if kind == "quantile" else f"mode({column.text})"
 
 
 _QUANTILES: dict[type[exp.Expression], Fraction] = {
@@ -199,11 +216,12 @@ def _aggregate_input(argument: exp.Expression, scope: ColumnScope, kind: Aggrega
     expression = scope.unqualified(clamp[0] if clamp else argument)
     check_predicate(expression, clause="an aggregate")
     text = expression.sql(dialect="postgres")
-    name = "e_" + hashlib.sha1(text.encode()).hexdigest()[:8]
     numeric = ColumnType.INTEGER if is_integer(expression, scope.table) else ColumnType.REAL
     low, high = clamp[1:] if clamp else interval(expression, table=scope.table)
     finite = math.isfinite(low) and math.isfinite(high) and low < high
-    source = AggregateInput(name, expression, numeric, low if finite else None, high if finite else None)
+    lower, upper = (low, high) if finite else (None, None)
+    shown = argument.sql(dialect="postgres", normalize_functions="lower")  # as written, veil_clamp too
+    source = AggregateInput(input_name(text, lower, upper), expression, numeric, lower, upper, shown=shown)
     if kind.needs_bounds and not finite:
         raise refuse(
             f"{kind.value.upper()}({text}): the range of the expression cannot be derived from the policy",

@@ -50,14 +50,14 @@ class Quantity:
             QuantityKind.SUM: "sum",
             QuantityKind.SUM_SQUARES: "sum_squares",
         }
-        return f"{name[self.kind]}({self.column.name})"
+        return f"{name[self.kind]}({self.column.text})"
 
     @property
     def histogram(self) -> str:
         """The engine histogram a selection is made from: one per column for its quantiles (every q
         reads the same grid histogram), one per column for its mode."""
         assert self.kind.selected and self.column is not None
-        return self.column.name if self.kind is QuantityKind.QUANTILE else self.label
+        return self.column.name if self.kind is QuantityKind.QUANTILE else f"mode({self.column.name})"
 
 
 THRESHOLD_QUANTITY = Quantity(QuantityKind.UNITS, None)

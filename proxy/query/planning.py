@@ -28,6 +28,7 @@ from proxy.rewrite.bound_contributions import (
     QUANTILE_GRID,
     bounded_query,
     contributions_histogram_query,
+    distinct_inputs,
     histogram_query,
     mode_histogram_query,
 )
@@ -239,7 +240,9 @@ def histogram_queries(plan: ReleasePlan, *, dialect: str) -> dict[str, str]:
     """One engine query per histogram the plan selects from: a grid histogram per column whose
     quantiles it measures, a value histogram per column whose mode it measures (``mode(col)``)."""
     queries = {}
-    for measurement in (*plan.quantile_measurements, *plan.mode_measurements):
+    selections = (*plan.quantile_measurements, *plan.mode_measurements)
+    distinct_inputs(m.quantity.column for m in selections if m.quantity.column is not None)
+    for measurement in selections:
         quantity = measurement.quantity
         assert quantity.column is not None
         build = histogram_query if quantity.kind is QuantityKind.QUANTILE else mode_histogram_query
