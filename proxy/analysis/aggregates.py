@@ -4,6 +4,7 @@ which bounds. Parsing only — no I/O; the release decides how each is measured.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import hashlib
 import math
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from sqlglot import exp
 from proxy.analysis.checks import check_predicate
 from proxy.analysis.intervals import interval, is_integer
 from proxy.analysis.refusals import refuse
+from proxy.analysis.value_kinds import value_kind
 from proxy.config import ColumnPolicy, ColumnType, TablePolicy
 from proxy.errors import UnsupportedQueryError
 
@@ -208,6 +210,8 @@ def _aggregate_input(argument: exp.Expression, scope: ColumnScope, kind: Aggrega
         raise refuse(f"{kind.value}(*) is not allowed", hint="aggregate a column or an expression of columns")
     if isinstance(argument, exp.Column):
         column = scope.column(argument)
+        if column.type is ColumnType.DATE:
+            return _date_input(column, kind)
         source = AggregateInput(column.name, exp.column(column.name), column.type, column.lower, column.upper)
         if kind.needs_bounds:
             _require_bounds(source, kind, column.type.is_numeric)
@@ -215,6 +219,12 @@ def _aggregate_input(argument: exp.Expression, scope: ColumnScope, kind: Aggrega
     clamp = _veil_clamp(argument)
     expression = scope.unqualified(clamp[0] if clamp else argument)
     check_predicate(expression, clause="an aggregate")
+    if kind.needs_bounds and value_kind(expression, table=scope.table).is_moment:
+        raise refuse(
+            f"{kind.value.upper()}({argument.sql(dialect='postgres')}): only a date column itself is "
+            "answered, not a date computed from it",
+            hint=_DATE_HINT,
+        )
     text = expression.sql(dialect="postgres")
     numeric = ColumnType.INTEGER if is_integer(expression, scope.table) else ColumnType.REAL
     low, high = clamp[1:] if clamp else interval(expression, table=scope.table)
@@ -228,6 +238,49 @@ def _aggregate_input(argument: exp.Expression, scope: ColumnScope, kind: Aggrega
             hint=f"clamp it explicitly: veil_clamp({text}, lower, upper) — or declare bounds for its columns",
         )
     return source
+
+
+DAY_ZERO = datetime.date(1970, 1, 1)
+"""A date column is measured as its day number, the days since this date (``d - DATE '1970-01-01'``,
+an integer on both engines); the released day number is turned back into a date."""
+
+_DATE_HINT = (
+    "a date column answers COUNT, MIN, MAX, MEDIAN and PERCENTILE_CONT/DISC (as dates) once the policy "
+    "declares its lower and upper dates; group by date_trunc or EXTRACT of it"
+)
+
+
+def day_number(day: datetime.date) -> int:
+    return (day - DAY_ZERO).days
+
+
+def day_of(number: float) -> datetime.date:
+    """The date of a released day number (a quantile's grid point: rounding is post-processing)."""
+    return DAY_ZERO + datetime.timedelta(days=round(number))
+
+
+def _date_input(column: ColumnPolicy, kind: AggregateKind) -> AggregateInput:
+    """COUNT(d) reads the date as it is. A quantile (MIN, MAX, MEDIAN, PERCENTILE) reads its day number
+    clamped to the declared bounds' day numbers, so it is answered by the same grid histogram and
+    exponential mechanism as a number, and released as a date (type DATE). Sums of dates mean nothing."""
+    plain = AggregateInput(column.name, exp.column(column.name), ColumnType.DATE)
+    if not kind.needs_bounds:
+        return plain
+    if kind is not AggregateKind.QUANTILE:
+        raise refuse(f'{kind.value.upper()}("{column.name}") needs a numeric column', hint=_DATE_HINT)
+    if not isinstance(column.lower, datetime.date) or not isinstance(column.upper, datetime.date):
+        raise refuse(
+            f'{kind.value.upper()}("{column.name}") needs declared bounds',
+            hint=f"declare lower and upper dates for column {column.name} in the policy (veil.toml), "
+            "e.g. lower = 2024-01-01, upper = 2025-12-31",
+        )
+    days = exp.Sub(
+        this=exp.column(column.name),
+        expression=exp.cast(exp.Literal.string(DAY_ZERO.isoformat()), exp.DataType.build("date")),
+    )
+    lower, upper = float(day_number(column.lower)), float(day_number(column.upper))
+    name = input_name(days.sql(dialect="postgres"), lower, upper)
+    return AggregateInput(name, days, ColumnType.DATE, lower, upper, shown=column.name)
 
 
 def _veil_clamp(node: exp.Expression) -> tuple[exp.Expression, float, float] | None:

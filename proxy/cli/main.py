@@ -953,7 +953,7 @@ def _column_row(table: TablePolicy, column: ColumnPolicy) -> dict[str, Any]:
         values = ", ".join(str(value) for value in column.values[:SHOWN_VALUES])
         if len(column.values) > SHOWN_VALUES:
             values += f", … ({len(column.values)} values)"
-    bounds = f"{column.lower:g} … {column.upper:g}" if column.has_bounds else None
+    bounds = f"{_bound(column.lower)} … {_bound(column.upper)}" if column.has_bounds else None
     return {
         "table": table.name,
         "column": column.name,
@@ -962,6 +962,11 @@ def _column_row(table: TablePolicy, column: ColumnPolicy) -> dict[str, Any]:
         "bounds": bounds,
         "values": values,
     }
+
+
+def _bound(value: object) -> str:
+    """A number as %g; a date column's bound as the date."""
+    return format(value, "g") if isinstance(value, int | float) else str(value)
 
 
 # --- audit ------------------------------------------------------------------------------------------------

@@ -111,7 +111,19 @@ def _key_type(key: GroupKey, shape: QueryShape, values: list[Any]) -> ColumnType
             return column_type
     if values and all(isinstance(value, datetime.date) for value in values):
         return ColumnType.DATE
-    return ColumnType.INTEGER if is_integer(key.expression, shape.table) else ColumnType.REAL
+    if is_integer(key.expression, shape.table):
+        return ColumnType.INTEGER
+    whole = values and all(_whole_number(value) for value in values)
+    return ColumnType.INTEGER if key.type is ColumnType.INTEGER and whole else ColumnType.REAL
+
+
+def _whole_number(value: Any) -> bool:
+    """``EXTRACT(year FROM d)`` is typed an integer from the expression (analysis/key_types.py) though
+    PostgreSQL computes a NUMERIC: its domain is integral, so its keys are integers."""
+    try:
+        return float(value).is_integer()
+    except (TypeError, ValueError, OverflowError):
+        return False
 
 
 def _typed(value: Any, type_: ColumnType) -> Any:
@@ -145,12 +157,13 @@ def _fits(value: Any, type_: ColumnType) -> bool:
 
 
 def typed_key_rows(plan: ReleasePlan, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """Keys from the data arrive in each engine's own types (PostgreSQL's NUMERIC as Decimal, its
-    date_trunc as a timestamp); the noisy table holds them in the key's type, on every engine. A row
-    whose key cannot be typed (an infinite date, NaN) is dropped before any threshold, rather than
-    failing the query on one person's key."""
+    """Keys arrive in each engine's own types (PostgreSQL's NUMERIC as Decimal, date_trunc as a
+    timestamp on both); the noisy table holds them in the key's type, on every engine, so that a
+    public cell (a date) finds the engine's row (a timestamp) of the same key. A row whose key cannot
+    be typed (an infinite date, NaN) is dropped before any threshold, rather than failing the query
+    on one person's key."""
     types = [key.type for key in plan.shape.group_keys]
-    if not any(key.thresholded for key in plan.shape.group_keys):
+    if not types:
         return rows
     width = len(types)
     return [

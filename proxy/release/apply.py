@@ -8,6 +8,7 @@ absent from the engine's answer is released as a noisy zero, so the set of keys 
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -21,7 +22,7 @@ from mechanisms.laplace import discrete_laplace_mechanism, laplace_mechanism
 from mechanisms.mode import dp_mode_from_histogram
 from mechanisms.quantile import dp_quantile_from_histogram
 from mechanisms.random_source import RandomSource
-from proxy.analysis.aggregates import Aggregate, AggregateKind
+from proxy.analysis.aggregates import Aggregate, AggregateKind, day_of
 from proxy.analysis.quantities import THRESHOLD_QUANTITY, Quantity, quantities_for
 from proxy.analysis.shape import aggregate_column, key_column
 from proxy.config import ColumnType
@@ -136,12 +137,15 @@ def _gaussian(measurement: Measurement, exact: int | float | Decimal, *, rng: Ra
     return round(noisy) if measurement.integer_output else noisy  # rounding is post-processing
 
 
-def _quantile(measurement: Measurement, histograms: Histograms, cell: Cell, *, rng: RandomSource) -> float:
-    """An empty cell still gets an answer (all grid points then score alike): emptiness stays hidden."""
+def _quantile(
+    measurement: Measurement, histograms: Histograms, cell: Cell, *, rng: RandomSource
+) -> float | datetime.date:
+    """An empty cell still gets an answer (all grid points then score alike): emptiness stays hidden.
+    A date column's quantile is chosen among day numbers and released as the nearest date."""
     column = measurement.quantity.column
     assert column is not None and column.lower is not None and column.upper is not None
     counts = histograms.get(measurement.quantity.histogram, {}).get(cell) or [0] * QUANTILE_GRID
-    return dp_quantile_from_histogram(
+    value = dp_quantile_from_histogram(
         counts,
         q=float(measurement.quantity.q or 0),
         lower=column.lower,
@@ -150,6 +154,7 @@ def _quantile(measurement: Measurement, histograms: Histograms, cell: Cell, *, r
         sensitivity=round(measurement.sensitivity),
         rng=rng,
     )
+    return day_of(value) if column.type is ColumnType.DATE else value
 
 
 def _mode(measurement: Measurement, histograms: Histograms, cell: Cell, *, rng: RandomSource) -> Any:
@@ -208,9 +213,13 @@ def noisy_columns(plan: ReleasePlan) -> tuple[ResultColumn, ...]:
 
 
 def _aggregate_type(aggregate: Aggregate, integers: set[Quantity]) -> ColumnType:
-    """A mode has its column's type; counts and integer sums are integers; the rest is real."""
+    """A mode has its column's type, a quantile of a date column too; counts and integer sums are
+    integers; the rest is real."""
     if aggregate.kind is AggregateKind.MODE:
         assert aggregate.column is not None
         return aggregate.column.type
+    column = aggregate.column
+    if aggregate.kind is AggregateKind.QUANTILE and column is not None and column.type is ColumnType.DATE:
+        return ColumnType.DATE
     quantities = quantities_for(aggregate)
     return ColumnType.INTEGER if len(quantities) == 1 and quantities[0] in integers else ColumnType.REAL
