@@ -44,6 +44,23 @@ class AggregateKind(StrEnum):
     STDDEV_SAMP = "stddev_samp"
     QUANTILE = "quantile"  # MEDIAN, PERCENTILE_CONT/DISC, MIN, MAX: the exponential mechanism
     MODE = "mode"  # MODE() WITHIN GROUP over a public domain: the exponential mechanism
+    # (y, x) pairs: post-processed from noisy sums over the rows where both are not NULL (spec §2.2, §7)
+    CORR = "corr"
+    COVAR_POP = "covar_pop"
+    COVAR_SAMP = "covar_samp"
+    REGR_SLOPE = "regr_slope"
+    REGR_INTERCEPT = "regr_intercept"
+    REGR_R2 = "regr_r2"
+    REGR_COUNT = "regr_count"
+    REGR_AVGX = "regr_avgx"
+    REGR_AVGY = "regr_avgy"
+    REGR_SXX = "regr_sxx"
+    REGR_SYY = "regr_syy"
+    REGR_SXY = "regr_sxy"
+
+    @property
+    def paired(self) -> bool:
+        return self in PAIR_STATISTICS
 
     @property
     def needs_bounds(self) -> bool:
@@ -55,6 +72,21 @@ class AggregateKind(StrEnum):
         )
 
 
+_PAIRS: dict[type[exp.Expression], AggregateKind] = {
+    exp.Corr: AggregateKind.CORR,
+    exp.CovarPop: AggregateKind.COVAR_POP,
+    exp.CovarSamp: AggregateKind.COVAR_SAMP,
+    exp.RegrSlope: AggregateKind.REGR_SLOPE,
+    exp.RegrIntercept: AggregateKind.REGR_INTERCEPT,
+    exp.RegrR2: AggregateKind.REGR_R2,
+    exp.RegrCount: AggregateKind.REGR_COUNT,
+    exp.RegrAvgx: AggregateKind.REGR_AVGX,
+    exp.RegrAvgy: AggregateKind.REGR_AVGY,
+    exp.RegrSxx: AggregateKind.REGR_SXX,
+    exp.RegrSyy: AggregateKind.REGR_SYY,
+    exp.RegrSxy: AggregateKind.REGR_SXY,
+}
+
 _AGGREGATES: dict[type[exp.Expression], AggregateKind] = {
     exp.Count: AggregateKind.COUNT,
     exp.Sum: AggregateKind.SUM,
@@ -64,6 +96,23 @@ _AGGREGATES: dict[type[exp.Expression], AggregateKind] = {
     exp.StddevPop: AggregateKind.STDDEV_POP,
     exp.Stddev: AggregateKind.STDDEV_SAMP,
     exp.StddevSamp: AggregateKind.STDDEV_SAMP,
+}
+
+
+PAIR_STATISTICS: dict[AggregateKind, tuple[str, ...]] = {
+    # the noisy sums each (y, x) aggregate is computed from: n pairs, Σy, Σx, Σy², Σx², Σyx
+    AggregateKind.CORR: ("n", "sy", "sx", "syy", "sxx", "sxy"),
+    AggregateKind.REGR_R2: ("n", "sy", "sx", "syy", "sxx", "sxy"),
+    AggregateKind.REGR_SLOPE: ("n", "sy", "sx", "sxx", "sxy"),
+    AggregateKind.REGR_INTERCEPT: ("n", "sy", "sx", "sxx", "sxy"),
+    AggregateKind.COVAR_POP: ("n", "sy", "sx", "sxy"),
+    AggregateKind.COVAR_SAMP: ("n", "sy", "sx", "sxy"),
+    AggregateKind.REGR_SXY: ("n", "sy", "sx", "sxy"),
+    AggregateKind.REGR_SXX: ("n", "sx", "sxx"),
+    AggregateKind.REGR_SYY: ("n", "sy", "syy"),
+    AggregateKind.REGR_AVGX: ("n", "sx"),
+    AggregateKind.REGR_AVGY: ("n", "sy"),
+    AggregateKind.REGR_COUNT: ("n",),
 }
 
 
@@ -103,13 +152,44 @@ def input_name(text: str, lower: float | None, upper: float | None) -> str:
 
 
 @dataclass(frozen=True)
+class PairInputs:
+    """What CORR(y, x), COVAR_*(y, x) and REGR_*(y, x) read. SQL uses only the rows where neither y
+    nor x is NULL, so each is read *masked* by the other (``CASE WHEN x IS NOT NULL THEN y END``,
+    bounds and type of y), and their product is read with both factors clamped to their bounds (bounds:
+    the extreme products of the corners). These are ordinary inputs: the engine clamps them and the
+    plan prices SUM, SUM of squares and COUNT of them as for any column (spec §2.2), so no new
+    sensitivity exists. ``y`` and ``x`` are the SQL arguments in order; the product's factors are in
+    name order, so CORR(a, b) and CORR(b, a) measure the same quantities."""
+
+    y: AggregateInput
+    x: AggregateInput
+    product: AggregateInput
+    label: str  # "y, x" as written
+
+    @property
+    def count_input(self) -> AggregateInput:
+        """The pairs are counted as the non-NULL values of either masked input: the one first by text."""
+        return min(self.y, self.x, key=input_order)
+
+
+@dataclass(frozen=True)
 class Aggregate:
     kind: AggregateKind
-    column: AggregateInput | None  # None for COUNT(*) and COUNT(DISTINCT unit)
+    column: AggregateInput | None  # None for COUNT(*), COUNT(DISTINCT unit) and the (y, x) aggregates
     q: Fraction | None = None  # the quantile, for QUANTILE (MEDIAN 1/2, MIN 0, MAX 1)
+    pair: PairInputs | None = None  # the (y, x) aggregates
+
+    @property
+    def inputs(self) -> tuple[AggregateInput, ...]:
+        """Every input the engine evaluates for this aggregate."""
+        if self.pair is not None:
+            return (self.pair.y, self.pair.x, self.pair.product)
+        return (self.column,) if self.column is not None else ()
 
     @property
     def label(self) -> str:
+        if self.pair is not None:
+            return f"{self.kind.value}({self.pair.label})"
         if self.kind in (AggregateKind.QUANTILE, AggregateKind.MODE):
             return selection_label(self.kind.value, self.column, self.q)
         if self.kind is AggregateKind.COUNT_ROWS:
@@ -186,7 +266,7 @@ def _mode(node: exp.Expression, scope: ColumnScope) -> Aggregate | None:
 
 
 def parse_aggregate(node: exp.Expression, scope: ColumnScope) -> Aggregate:
-    selection = _quantile(node, scope) or _mode(node, scope)
+    selection = _quantile(node, scope) or _mode(node, scope) or _paired(node, scope)
     if selection is not None:
         return selection
     kind = _AGGREGATES.get(type(node))
@@ -199,6 +279,99 @@ def parse_aggregate(node: exp.Expression, scope: ColumnScope) -> Aggregate:
     if kind is AggregateKind.COUNT and isinstance(argument, exp.Star):
         return Aggregate(AggregateKind.COUNT_ROWS, None)
     return Aggregate(kind, _aggregate_input(argument, scope, kind))
+
+
+def _paired(node: exp.Expression, scope: ColumnScope) -> Aggregate | None:
+    """CORR(y, x), COVAR_POP/SAMP(y, x), REGR_*(y, x): both arguments numeric with bounds (declared, derived
+    or veil_clamp'ed), neither DISTINCT."""
+    kind = _PAIRS.get(type(node))
+    if kind is None:
+        return None
+    arguments = [node.this, node.expression]
+    if any(isinstance(argument, exp.Distinct) for argument in arguments):
+        raise refuse(f"{kind.value}(DISTINCT …) is not supported", hint=f"write {kind.value}(y, x)")
+    y, x = (_aggregate_input(argument, scope, kind) for argument in arguments)
+    label = ", ".join(argument.sql(dialect="postgres", normalize_functions="lower") for argument in arguments)
+    first, second = sorted((y, x), key=input_order)
+    product = _product(first, second)
+    return Aggregate(kind, None, pair=PairInputs(_masked(y, by=x), _masked(x, by=y), product, label))
+
+
+def input_order(source: AggregateInput) -> tuple[str, str]:
+    """Order-independent choices (which masked input counts the pairs, the product's factor order), so
+    that (y, x) and (x, y) measure the same quantities."""
+    return source.text, source.name
+
+
+def _masked(source: AggregateInput, *, by: AggregateInput) -> AggregateInput:
+    """``source`` where ``by`` is not NULL either: NULL otherwise."""
+    expression = exp.Case(
+        ifs=[
+            exp.If(
+                this=exp.Not(this=exp.Is(this=by.expression.copy(), expression=exp.Null())),
+                true=source.expression.copy(),
+            )
+        ]
+    )
+    text = expression.sql(dialect="postgres")
+    shown = f"{source.text} | {by.text}"
+    return AggregateInput(
+        input_name(text, source.lower, source.upper),
+        expression,
+        source.type,
+        source.lower,
+        source.upper,
+        shown=shown,
+    )
+
+
+def _product(first: AggregateInput, second: AggregateInput) -> AggregateInput:
+    """``clamp(first) · clamp(second)``: the Σyx of clamped values that the spec prices at
+    L · max |corner product| (the engine clamps the product to the corners' range as well)."""
+    assert first.lower is not None and first.upper is not None
+    assert second.lower is not None and second.upper is not None
+    expression = exp.Mul(
+        this=_clamped(first.expression, first.lower, first.upper),
+        expression=_clamped(second.expression, second.lower, second.upper),
+    )
+    corners = [a * b for a in (first.lower, first.upper) for b in (second.lower, second.upper)]
+    lower, upper = min(corners), max(corners)
+    integer = ColumnType.INTEGER if first.type is second.type is ColumnType.INTEGER else ColumnType.REAL
+    text = expression.sql(dialect="postgres")
+    shown = f"{_operand(first.text)} * {_operand(second.text)}"
+    return AggregateInput(input_name(text, lower, upper), expression, integer, lower, upper, shown=shown)
+
+
+def _operand(text: str) -> str:
+    """``y * 2`` as a factor of a product label is ``(y * 2)``; a column or one function call is not."""
+    name, _, rest = text.partition("(")
+    if name.replace("_", "").replace(".", "").isalnum() and (not rest or _one_call(rest)):
+        return text
+    return f"({text})"
+
+
+def _one_call(rest: str) -> bool:
+    """Whether ``rest`` (what follows a function's opening parenthesis) closes it only at its end."""
+    depth = 1
+    for position, character in enumerate(rest):
+        depth += {"(": 1, ")": -1}.get(character, 0)
+        if depth == 0:
+            return position == len(rest) - 1
+    return False
+
+
+def _clamped(expression: exp.Expression, lower: float, upper: float) -> exp.Expression:
+    """As rewrite/clamp_values.py clamps an input (CASE keeps NULL as NULL; LEAST/GREATEST would not)."""
+    low, high = (exp.convert(int(b) if float(b).is_integer() else b) for b in (lower, upper))
+    return exp.Paren(
+        this=exp.Case(
+            ifs=[
+                exp.If(this=exp.LT(this=expression.copy(), expression=low), true=low.copy()),
+                exp.If(this=exp.GT(this=expression.copy(), expression=high), true=high.copy()),
+            ],
+            default=expression.copy(),
+        )
+    )
 
 
 def _aggregate_input(argument: exp.Expression, scope: ColumnScope, kind: AggregateKind) -> AggregateInput:

@@ -49,6 +49,7 @@ from proxy.wire.scram import make_scram_verifier
 DEMO_ANALYST = "alice"
 DEMO_PASSWORD = "veil-demo"
 DEMO_EPSILON = 10.0
+DEMO_DELTA = 1e-5  # so that SET veil.delta (keys from the data, Gaussian noise) works in the demo too
 NEVER = "never"  # --renew never: the grant stops renewing
 
 password_stdin_option = click.option(
@@ -141,11 +142,12 @@ def init_demo(directory: Path, people: int) -> None:
     layout = build_demo(directory, people=people)
     ledger = _ledger(load_config(layout.config_path), create=True)
     ledger.add_analyst(DEMO_ANALYST, make_scram_verifier(DEMO_PASSWORD))
-    ledger.grant(DEMO_ANALYST, layout.dataset, PrivacyLoss(DEMO_EPSILON))
+    ledger.grant(DEMO_ANALYST, layout.dataset, PrivacyLoss(DEMO_EPSILON, DEMO_DELTA))
     click.echo(f"built a synthetic dataset of {people:,} people: {layout.database_path}")
     click.echo(f"wrote {layout.config_path} and {layout.ledger_path}")
     click.echo(
-        f"analyst {DEMO_ANALYST!r} (password {DEMO_PASSWORD!r}) has ε = {DEMO_EPSILON:g} on dataset {layout.dataset!r}"
+        f"analyst {DEMO_ANALYST!r} (password {DEMO_PASSWORD!r}) has ε = {DEMO_EPSILON:g} and "
+        f"δ = {DEMO_DELTA:g} on dataset {layout.dataset!r}"
     )
     click.echo(f"next: veil serve --config {layout.config_path}")
 

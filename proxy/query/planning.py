@@ -192,8 +192,7 @@ def prepare_release(
         raise PolicyViolationError(
             f"GROUP BY {key.label}: the keys are not public",
             detail=f'"{key.source.name}" is private and has no public value list, so its keys would come from the data',
-            hint="SET veil.delta = 1e-6 (for example) to release only keys that enough people share "
-            "(τ-thresholding), or declare the column public with its values in the policy",
+            hint=_public_keys_hint(key),
         )
     if selection_applies(shape, gaussian=gaussian, other_row=other_row):  # a DP top-k selection
         plan = price_top_k(shape, epsilon=epsilon, delta=delta)
@@ -226,6 +225,26 @@ def prepare_release(
     scalars = tuple(m.quantity for m in plan.scalar_measurements)
     main = bounded_query(shape, scalars, dialect=dialect).sql(dialect=dialect) if scalars else None
     return plan, main
+
+
+_THRESHOLD_HINT = (
+    "SET veil.delta = 1e-6 (for example) to release only keys that enough people share (τ-thresholding); "
+    "it is paid from a δ grant (an administrator adds one: veil budget grant ANALYST DATASET EPSILON --delta 1e-5)"
+)
+
+
+def _public_keys_hint(key: GroupKey) -> str:
+    """What gives the keys a public domain — the policy's fix first, since it costs no δ."""
+    column = key.source
+    if column.type is ColumnType.DATE:
+        return (
+            f"declare lower and upper dates for {column.name} in the policy (e.g. lower = 2024-01-01, "
+            "upper = 2025-12-31, at most 100,000 days apart): its days, and date_trunc or EXTRACT of it, "
+            f"then have public keys; or {_THRESHOLD_HINT}"
+        )
+    if column.type is ColumnType.INTEGER and not key.is_column:
+        return f"declare lower and upper for {column.name} in the policy; or {_THRESHOLD_HINT}"
+    return f"declare {column.name} public with its values in the policy; or {_THRESHOLD_HINT}"
 
 
 def choose_contribution_bound(

@@ -86,7 +86,7 @@ from proxy.query.ttest import (
     ttest_columns,
     ttest_cost,
 )
-from proxy.release.apply import ReleasedTable, ResultColumn, noisy_columns, release
+from proxy.release.apply import ReleasedTable, ResultColumn, noisy_columns, null_notes, release
 from proxy.release.cache_key import answer_digest
 from proxy.release.cost import release_cost
 from proxy.release.plan import ReleasePlan, bound_selection_epsilon
@@ -523,7 +523,7 @@ class QueryService:
         cached: bool,
     ) -> StatementOutcome:
         table = self._postprocess(plan.shape, noisy)
-        notices = [self._spent_notice(principal, plan.describe(), cached=cached)]
+        notices = [self._spent_notice(principal, plan.describe(), cached=cached), *null_notes(plan, noisy)]
         if settings.get("veil.show_error") == "on":
             cells = max(len(noisy.rows), 1)
             bounds = ", ".join(

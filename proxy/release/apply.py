@@ -23,9 +23,10 @@ from mechanisms.mode import dp_mode_from_histogram
 from mechanisms.quantile import dp_quantile_from_histogram
 from mechanisms.random_source import RandomSource
 from proxy.analysis.aggregates import Aggregate, AggregateKind, day_of
-from proxy.analysis.quantities import THRESHOLD_QUANTITY, Quantity, quantities_for
+from proxy.analysis.quantities import THRESHOLD_QUANTITY, Quantity, pair_statistics, quantities_for
 from proxy.analysis.shape import aggregate_column, key_column
 from proxy.config import ColumnType
+from proxy.release.pairs import VARIANCE_BASED, pair_value
 from proxy.release.plan import Measurement, ReleasePlan
 from proxy.rewrite.bound_contributions import QUANTILE_GRID
 
@@ -170,6 +171,9 @@ def _mode(measurement: Measurement, histograms: Histograms, cell: Cell, *, rng: 
 
 
 def _aggregate_value(aggregate: Aggregate, noisy: dict[Quantity, Any]) -> Any:
+    if aggregate.pair is not None:
+        stats = {name: noisy[q] for name, q in pair_statistics(aggregate).items()}
+        return pair_value(aggregate.kind, stats, aggregate.pair)
     values = [noisy[q] for q in quantities_for(aggregate)]
     if len(values) == 1:
         return values[0]
@@ -199,6 +203,24 @@ def _spread(kind: AggregateKind, total: float, squares: float, count: float, wid
     population = min(max(squares / count - (total / count) ** 2, 0.0), width * width / 4)
     variance = population * count / (count - 1) if sample else population
     return math.sqrt(variance) if kind in (AggregateKind.STDDEV_POP, AggregateKind.STDDEV_SAMP) else variance
+
+
+def null_notes(plan: ReleasePlan, table: ReleasedTable) -> list[str]:
+    """Why a CORR or REGR_* cell is NULL although SQL might have answered: its noisy count was below 1
+    or a noisy variance not positive (spec §7 asks for a notice). Read from the noisy table only."""
+    keys = len(plan.shape.group_keys)
+    notes = []
+    for index, aggregate in enumerate(plan.shape.aggregates):
+        if aggregate.kind not in VARIANCE_BASED:
+            continue
+        empty = sum(1 for row in table.rows if row[keys + index] is None)
+        if empty:
+            notes.append(
+                f"{aggregate.label} is NULL in {empty} of {len(table.rows)} row(s): a noisy count below 1 or "
+                "a noisy variance that is not positive (too few rows or too little spread for the noise at "
+                "this ε; a larger ε or a wider group helps)"
+            )
+    return notes
 
 
 def noisy_columns(plan: ReleasePlan) -> tuple[ResultColumn, ...]:
