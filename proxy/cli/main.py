@@ -271,7 +271,8 @@ def serve(
     "bounds",
     multiple=True,
     metavar="COL=lo:hi",
-    help="Clamping bounds of a numeric column (repeatable).",
+    help="Clamping bounds of a numeric column, or the first and last day of a date column "
+    "(day=2024-01-01:2025-12-31) (repeatable).",
 )
 @friendly_errors
 def import_command(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime
 import random
+import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,19 +29,21 @@ import duckdb
 import psycopg
 import pytest
 import tomli_w
+from click.testing import CliRunner
 
 from budget.ledger import Ledger
 from budget.loss import PrivacyLoss
 from proxy.backends.base import Backend
 from proxy.backends.duckdb import DuckDBBackend
 from proxy.backends.postgres import PostgresBackend
-from proxy.config import ColumnType, DatasetPolicy, parse_config
+from proxy.cli.main import main as veil_main
+from proxy.config import ColumnType, DatasetPolicy, load_config, parse_config
 from proxy.errors import PolicyViolationError, ProxyError
 from proxy.query.explain import explain_query
 from proxy.query.service import Principal, QueryService, StatementOutcome
 from proxy.settings import SessionSettings
 from proxy.wire.scram import make_scram_verifier
-from tests.conftest import schema_in
+from tests.conftest import Demo, schema_in
 
 ALICE = Principal("alice")
 EPSILON = 100.0  # large: the checks are about the price and the arithmetic, not the noise
@@ -432,3 +435,85 @@ def test_each_refusal_says_what_is_wrong_and_spends_nothing(
     assert message in error.message, error.message
     assert hint in (error.hint or ""), error.hint
     assert ledger.history("alice") == []
+
+
+# --- the demo ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
+    directory = tmp_path_factory.mktemp("demo") / "demo"
+    result = CliRunner().invoke(veil_main, ["init-demo", str(directory), "--people", "2000"])
+    assert result.exit_code == 0, result.output
+    assert "has ε = 10 and δ = 1e-05 on dataset 'demo'" in result.output
+    return Demo(directory)
+
+
+@pytest.fixture
+def demo_service(demo: Demo, tmp_path: Path) -> Iterator[tuple[QueryService, Ledger]]:
+    """alice on a copy of the demo's ledger (so each test starts from the grant init-demo wrote)."""
+    ledger_path = tmp_path / "ledger.sqlite"
+    shutil.copy(demo.ledger, ledger_path)
+    ledger = Ledger.open(ledger_path)
+    dataset = load_config(demo.config).dataset("demo")
+    assert dataset is not None
+    backend, sandbox = DuckDBBackend(demo.database), DuckDBBackend.sandbox()
+    try:
+        yield (
+            QueryService(dataset, backend=backend, sandbox=sandbox, ledger=ledger, rng=random.Random(5)),
+            ledger,
+        )
+    finally:
+        backend.close()
+        sandbox.close()
+        ledger.close()
+
+
+def demo_run(service: QueryService, sql: str, **settings: str) -> StatementOutcome:
+    (tree,) = service.parse(sql)
+    return service.run(tree, principal=ALICE, settings=SessionSettings(settings))
+
+
+def test_the_demo_groups_visits_by_month_and_year_without_delta(
+    demo_service: tuple[QueryService, Ledger],
+) -> None:
+    service, ledger = demo_service
+    months = demo_run(
+        service, "SELECT date_trunc('month', visit_date) AS month, COUNT(*) FROM visits GROUP BY 1"
+    )
+    assert months.table is not None
+    assert [row[0] for row in months.table.rows] == [
+        datetime.date(year, month, 1) for year in (2024, 2025) for month in range(1, 13)
+    ]
+    years = demo_run(service, "SELECT EXTRACT(year FROM visit_date) AS year, COUNT(*) FROM visits GROUP BY 1")
+    assert years.table is not None and [row[0] for row in years.table.rows] == [2024, 2025]
+    assert all("τ=" not in notice for notice in (*months.notices, *years.notices))
+    assert ledger.balance("alice", "demo").spent_delta == 0
+
+
+def test_the_demo_answers_the_first_and_last_visit_as_dates(
+    demo_service: tuple[QueryService, Ledger],
+) -> None:
+    service, _ = demo_service
+    sql = "SELECT MIN(visit_date), MEDIAN(visit_date), MAX(visit_date) FROM visits"
+    outcome = demo_run(service, sql, **{"veil.epsilon": "1"})
+    assert outcome.table is not None
+    assert [column.type for column in outcome.table.columns] == [ColumnType.DATE] * 3
+    (row,) = outcome.table.rows
+    assert all(isinstance(value, datetime.date) and FIRST <= value <= LAST for value in row)
+
+
+def test_the_demo_hint_for_keys_from_the_data_leads_to_an_answer(
+    demo_service: tuple[QueryService, Ledger],
+) -> None:
+    """The issue's complaint: the hint sent the analyst to SET veil.delta, which then failed for want of a
+    δ grant. alice now has one, and the hint says that δ needs a grant."""
+    service, ledger = demo_service
+    sql = "SELECT visit_id % 2 AS parity, COUNT(*) FROM visits GROUP BY 1"
+    with pytest.raises(PolicyViolationError, match="the keys are not public") as refused:
+        demo_run(service, sql)
+    hint = refused.value.hint or ""
+    assert "SET veil.delta = 1e-6" in hint and "δ grant" in hint
+    outcome = demo_run(service, sql, **{"veil.delta": "1e-6", "veil.epsilon": "1"})
+    assert outcome.table is not None and sorted(row[0] for row in outcome.table.rows) == [0, 1]
+    assert ledger.balance("alice", "demo").spent_delta == pytest.approx(1e-6)
