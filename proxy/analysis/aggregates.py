@@ -283,15 +283,17 @@ def parse_aggregate(node: exp.Expression, scope: ColumnScope) -> Aggregate:
 
 def _paired(node: exp.Expression, scope: ColumnScope) -> Aggregate | None:
     """CORR(y, x), COVAR_POP/SAMP(y, x), REGR_*(y, x): both arguments numeric with bounds (declared, derived
-    or veil_clamp'ed), neither DISTINCT."""
+    or veil_clamp'ed)."""
     kind = _PAIRS.get(type(node))
     if kind is None:
         return None
     arguments = [node.this, node.expression]
-    if any(isinstance(argument, exp.Distinct) for argument in arguments):
-        raise refuse(f"{kind.value}(DISTINCT …) is not supported", hint=f"write {kind.value}(y, x)")
-    y, x = (_aggregate_input(argument, scope, kind) for argument in arguments)
-    label = ", ".join(argument.sql(dialect="postgres", normalize_functions="lower") for argument in arguments)
+    written = [argument.sql(dialect="postgres", normalize_functions="lower") for argument in arguments]
+    y, x = (
+        dataclasses.replace(_aggregate_input(argument, scope, kind), shown=text)  # v.cost, not v__cost
+        for argument, text in zip(arguments, written, strict=True)
+    )
+    label = ", ".join(written)
     first, second = sorted((y, x), key=input_order)
     product = _product(first, second)
     return Aggregate(kind, None, pair=PairInputs(_masked(y, by=x), _masked(x, by=y), product, label))
