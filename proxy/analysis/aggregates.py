@@ -59,10 +59,6 @@ class AggregateKind(StrEnum):
     REGR_SXY = "regr_sxy"
 
     @property
-    def paired(self) -> bool:
-        return self in PAIR_STATISTICS
-
-    @property
     def needs_bounds(self) -> bool:
         return self not in (
             AggregateKind.COUNT_ROWS,
@@ -159,7 +155,7 @@ class PairInputs:
     the extreme products of the corners). These are ordinary inputs: the engine clamps them and the
     plan prices SUM, SUM of squares and COUNT of them as for any column (spec §2.2), so no new
     sensitivity exists. ``y`` and ``x`` are the SQL arguments in order; the product's factors are in
-    name order, so CORR(a, b) and CORR(b, a) measure the same quantities."""
+    text order (``input_order``), so CORR(a, b) and CORR(b, a) measure the same quantities."""
 
     y: AggregateInput
     x: AggregateInput
