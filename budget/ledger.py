@@ -50,6 +50,10 @@ from budget.totals import Release, Totals
 _NAME = re.compile(r"[A-Za-z0-9_.\-]{1,63}")
 _SCRAM_VERIFIER = re.compile(r"SCRAM-SHA-256\$[1-9][0-9]*:[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+")
 _EXHAUSTED_HINT = "ask an administrator for more budget (veil budget grant) or lower veil.epsilon"
+_DELTA_EXHAUSTED_HINT = (
+    "the δ is what is short: ask an administrator for a δ grant (veil budget grant … --delta 1e-5), "
+    "or lower veil.delta (0 refuses keys taken from the data and Gaussian noise)"
+)
 ALL_ANALYSTS = ""  # the analyst of a dataset-wide totals row (no analyst may be named "")
 NO_PERIOD = ""  # the period of a grant that never renews
 RENEWALS = ("day", "week", "month")
@@ -1031,7 +1035,7 @@ def _exhausted(balance: Balance, asked: PrivacyLoss) -> BudgetExhaustedError:
     return BudgetExhaustedError(
         f'privacy budget exhausted: analyst "{balance.analyst}" asked for {_describe(asked)} on '
         f'dataset "{balance.dataset}", but only {_describe(left)} remains',
-        hint=_EXHAUSTED_HINT,
+        hint=_DELTA_EXHAUSTED_HINT if asked.delta > balance.remaining_delta else _EXHAUSTED_HINT,
     )
 
 

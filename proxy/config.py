@@ -76,12 +76,13 @@ class ColumnType(StrEnum):
 
 @dataclass(frozen=True)
 class ColumnPolicy:
-    """One column: its type, public clamping bounds (numerics) and, if public, its value domain."""
+    """One column: its type, public clamping bounds (numbers, or dates on a date column) and, if
+    public, its value domain."""
 
     name: str
     type: ColumnType
-    lower: float | None = None
-    upper: float | None = None
+    lower: float | datetime.date | None = None
+    upper: float | datetime.date | None = None
     public: bool = False
     values: tuple[str | int | float | bool | datetime.date, ...] | None = None
     # The administrator asserts that each person's value never changes: statements pinned to disjoint
@@ -335,7 +336,14 @@ class _Reader:
 
 def _kind_name(kind: type | tuple[type, ...]) -> str:
     kinds = kind if isinstance(kind, tuple) else (kind,)
-    names = {int: "an integer", float: "a number", str: "a string", bool: "true or false", list: "a list"}
+    names = {
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        bool: "true or false",
+        list: "a list",
+        datetime.date: "a date such as 2024-01-01",
+    }
     return " or ".join(names.get(k, k.__name__) for k in kinds)
 
 
@@ -362,17 +370,7 @@ def _column(reader: _Reader, name: str) -> ColumnPolicy:
         column_type = ColumnType(type_name)
     except ValueError:
         raise reader.fail("type", f"must be one of {', '.join(t.value for t in ColumnType)}") from None
-    lower = reader.get("lower", (int, float))
-    upper = reader.get("upper", (int, float))
-    if (lower is None) != (upper is None):
-        raise reader.fail("lower" if lower is None else "upper", "give both lower and upper, or neither")
-    if lower is not None:
-        if not column_type.is_numeric:
-            raise reader.fail("lower", "bounds are only allowed on integer and real columns")
-        if not (math.isfinite(lower) and math.isfinite(upper)):
-            raise reader.fail("lower", "bounds must be finite numbers")
-        if lower >= upper:
-            raise reader.fail("upper", "upper must be greater than lower")
+    lower, upper = _bounds(reader, column_type)
     public = reader.get("public", bool, False)
     values = reader.get("values", list)
     if "range" in reader.data:
@@ -440,6 +438,30 @@ def _folded(text: str) -> str:
     decomposed = unicodedata.normalize("NFKD", text)
     bare = "".join(character for character in decomposed if not unicodedata.combining(character))
     return " ".join(bare.casefold().split())
+
+
+def _bounds(reader: _Reader, column_type: ColumnType) -> tuple[Any, Any]:
+    """``lower``/``upper``: numbers on integer and real columns, dates (``lower = 2024-01-01``) on date
+    columns — the public range their values are clamped to, and for dates also the days a GROUP BY
+    key of the column ranges over."""
+    if column_type is ColumnType.DATE:
+        lower, upper = reader.get("lower", datetime.date), reader.get("upper", datetime.date)
+        for key, value in (("lower", lower), ("upper", upper)):
+            if isinstance(value, datetime.datetime):
+                raise reader.fail(key, "a date column's bounds are dates without a time, e.g. 2024-01-01")
+    else:
+        lower, upper = reader.get("lower", (int, float)), reader.get("upper", (int, float))
+    if (lower is None) != (upper is None):
+        raise reader.fail("lower" if lower is None else "upper", "give both lower and upper, or neither")
+    if lower is None:
+        return None, None
+    if not (column_type.is_numeric or column_type is ColumnType.DATE):
+        raise reader.fail("lower", "bounds are only allowed on integer, real and date columns")
+    if column_type.is_numeric and not (math.isfinite(lower) and math.isfinite(upper)):
+        raise reader.fail("lower", "bounds must be finite numbers")
+    if lower >= upper:
+        raise reader.fail("upper", "upper must be greater than lower")
+    return lower, upper
 
 
 MAX_RANGE_VALUES = 10_000

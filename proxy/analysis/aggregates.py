@@ -4,6 +4,7 @@ which bounds. Parsing only — no I/O; the release decides how each is measured.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import hashlib
 import math
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from sqlglot import exp
 from proxy.analysis.checks import check_predicate
 from proxy.analysis.intervals import interval, is_integer
 from proxy.analysis.refusals import refuse
+from proxy.analysis.value_kinds import value_kind
 from proxy.config import ColumnPolicy, ColumnType, TablePolicy
 from proxy.errors import UnsupportedQueryError
 
@@ -42,6 +44,19 @@ class AggregateKind(StrEnum):
     STDDEV_SAMP = "stddev_samp"
     QUANTILE = "quantile"  # MEDIAN, PERCENTILE_CONT/DISC, MIN, MAX: the exponential mechanism
     MODE = "mode"  # MODE() WITHIN GROUP over a public domain: the exponential mechanism
+    # (y, x) pairs: post-processed from noisy sums over the rows where both are not NULL (spec §2.2, §7)
+    CORR = "corr"
+    COVAR_POP = "covar_pop"
+    COVAR_SAMP = "covar_samp"
+    REGR_SLOPE = "regr_slope"
+    REGR_INTERCEPT = "regr_intercept"
+    REGR_R2 = "regr_r2"
+    REGR_COUNT = "regr_count"
+    REGR_AVGX = "regr_avgx"
+    REGR_AVGY = "regr_avgy"
+    REGR_SXX = "regr_sxx"
+    REGR_SYY = "regr_syy"
+    REGR_SXY = "regr_sxy"
 
     @property
     def needs_bounds(self) -> bool:
@@ -52,6 +67,21 @@ class AggregateKind(StrEnum):
             AggregateKind.MODE,
         )
 
+
+_PAIRS: dict[type[exp.Expression], AggregateKind] = {
+    exp.Corr: AggregateKind.CORR,
+    exp.CovarPop: AggregateKind.COVAR_POP,
+    exp.CovarSamp: AggregateKind.COVAR_SAMP,
+    exp.RegrSlope: AggregateKind.REGR_SLOPE,
+    exp.RegrIntercept: AggregateKind.REGR_INTERCEPT,
+    exp.RegrR2: AggregateKind.REGR_R2,
+    exp.RegrCount: AggregateKind.REGR_COUNT,
+    exp.RegrAvgx: AggregateKind.REGR_AVGX,
+    exp.RegrAvgy: AggregateKind.REGR_AVGY,
+    exp.RegrSxx: AggregateKind.REGR_SXX,
+    exp.RegrSyy: AggregateKind.REGR_SYY,
+    exp.RegrSxy: AggregateKind.REGR_SXY,
+}
 
 _AGGREGATES: dict[type[exp.Expression], AggregateKind] = {
     exp.Count: AggregateKind.COUNT,
@@ -65,32 +95,97 @@ _AGGREGATES: dict[type[exp.Expression], AggregateKind] = {
 }
 
 
+PAIR_STATISTICS: dict[AggregateKind, tuple[str, ...]] = {
+    # the noisy sums each (y, x) aggregate is computed from: n pairs, Σy, Σx, Σy², Σx², Σyx
+    AggregateKind.CORR: ("n", "sy", "sx", "syy", "sxx", "sxy"),
+    AggregateKind.REGR_R2: ("n", "sy", "sx", "syy", "sxx", "sxy"),
+    AggregateKind.REGR_SLOPE: ("n", "sy", "sx", "sxx", "sxy"),
+    AggregateKind.REGR_INTERCEPT: ("n", "sy", "sx", "sxx", "sxy"),
+    AggregateKind.COVAR_POP: ("n", "sy", "sx", "sxy"),
+    AggregateKind.COVAR_SAMP: ("n", "sy", "sx", "sxy"),
+    AggregateKind.REGR_SXY: ("n", "sy", "sx", "sxy"),
+    AggregateKind.REGR_SXX: ("n", "sx", "sxx"),
+    AggregateKind.REGR_SYY: ("n", "sy", "syy"),
+    AggregateKind.REGR_AVGX: ("n", "sx"),
+    AggregateKind.REGR_AVGY: ("n", "sy"),
+    AggregateKind.REGR_COUNT: ("n",),
+}
+
+
 @dataclass(frozen=True)
 class AggregateInput:
     """What an aggregate reads: a column, or an expression of the table's columns whose bounds come
     from interval analysis (analysis/intervals.py) or an explicit ``veil_clamp(expr, lower, upper)``.
     The engine clamps every value to ``[lower, upper]`` whatever the analysis says."""
 
-    name: str  # SQL-safe and deterministic: the column's name, or e_<hash of the expression>
+    name: str  # SQL-safe and deterministic: the column's name, or input_name(expression, bounds)
     expression: exp.Expression = dataclasses.field(compare=False, hash=False)  # unqualified
     type: ColumnType = ColumnType.REAL
     lower: float | None = None
     upper: float | None = None
     values: tuple[Any, ...] | None = None  # MODE: the column's public domain, its candidates
+    shown: str | None = dataclasses.field(default=None, compare=False)  # for notices; default: name
 
     @property
     def has_bounds(self) -> bool:
         return self.lower is not None and self.upper is not None
 
+    @property
+    def text(self) -> str:
+        """How plans, ``veil explain`` and notices name the input."""
+        return self.shown or self.name
+
+
+def input_name(text: str, lower: float | None, upper: float | None) -> str:
+    """The SQL-safe name of an input that is not a plain column: a digest of its expression *and* its
+    bounds, long enough that no two inputs of one query can share it by chance or by design.
+
+    The engine query keys values and partial sums by this name, and each measurement is priced with
+    its own input's bounds: two inputs under one name would let a sum priced for ``veil_clamp(x, 0, 1)``
+    read values clamped to ``[0, 100]`` (bound_contributions also refuses such a query outright)."""
+    digest = hashlib.sha256(f"{text}\x1f{lower!r}\x1f{upper!r}".encode()).hexdigest()
+    return "e_" + digest[:32]
+
+
+@dataclass(frozen=True)
+class PairInputs:
+    """What CORR(y, x), COVAR_*(y, x) and REGR_*(y, x) read. SQL uses only the rows where neither y
+    nor x is NULL, so each is read *masked* by the other (``CASE WHEN x IS NOT NULL THEN y END``,
+    bounds and type of y), and their product is read with both factors clamped to their bounds (bounds:
+    the extreme products of the corners). These are ordinary inputs: the engine clamps them and the
+    plan prices SUM, SUM of squares and COUNT of them as for any column (spec §2.2), so no new
+    sensitivity exists. ``y`` and ``x`` are the SQL arguments in order; the product's factors are in
+    text order (``input_order``), so CORR(a, b) and CORR(b, a) measure the same quantities."""
+
+    y: AggregateInput
+    x: AggregateInput
+    product: AggregateInput
+    label: str  # "y, x" as written
+
+    @property
+    def count_input(self) -> AggregateInput:
+        """The pairs are counted as the non-NULL values of either masked input: the one first by text."""
+        return min(self.y, self.x, key=input_order)
+
 
 @dataclass(frozen=True)
 class Aggregate:
     kind: AggregateKind
-    column: AggregateInput | None  # None for COUNT(*) and COUNT(DISTINCT unit)
+    column: AggregateInput | None  # None for COUNT(*), COUNT(DISTINCT unit) and the (y, x) aggregates
     q: Fraction | None = None  # the quantile, for QUANTILE (MEDIAN 1/2, MIN 0, MAX 1)
+    pair: PairInputs | None = None  # the (y, x) aggregates
+
+    @property
+    def inputs(self) -> tuple[AggregateInput, ...]:
+        """Every input the engine evaluates for this aggregate."""
+        if self.pair is not None:
+            return (self.pair.y, self.pair.x, self.pair.product)
+        return (self.column,) if self.column is not None else ()
 
     @property
     def label(self) -> str:
+        if self.pair is not None:
+            return f"{self.kind.value}({self.pair.label})"
         if self.kind in (AggregateKind.QUANTILE, AggregateKind.MODE):
             return selection_label(self.kind.value, self.column, self.q)
         if self.kind is AggregateKind.COUNT_ROWS:
@@ -98,14 +193,14 @@ class Aggregate:
         if self.kind is AggregateKind.COUNT_UNITS:
             return "count(distinct unit)"
         assert self.column is not None
-        return f"{self.kind.value}({self.column.name})"
+        return f"{self.kind.value}({self.column.text})"
 
 
 def selection_label(kind: str, column: AggregateInput | None, q: Fraction | None) -> str:
     """``quantile(col, 0.5)`` or ``mode(col)``: how aggregates and their measured quantities are named
     in plans, ``veil explain`` and notices."""
     assert column is not None
-    return f"quantile({column.name}, {float(q or 0):g})" if kind == "quantile" else f"mode({column.name})"
+    return f"quantile({column.text}, {float(q or 0):g})" if kind == "quantile" else f"mode({column.text})"
 
 
 _QUANTILES: dict[type[exp.Expression], Fraction] = {
@@ -167,7 +262,7 @@ def _mode(node: exp.Expression, scope: ColumnScope) -> Aggregate | None:
 
 
 def parse_aggregate(node: exp.Expression, scope: ColumnScope) -> Aggregate:
-    selection = _quantile(node, scope) or _mode(node, scope)
+    selection = _quantile(node, scope) or _mode(node, scope) or _paired(node, scope)
     if selection is not None:
         return selection
     kind = _AGGREGATES.get(type(node))
@@ -182,6 +277,101 @@ def parse_aggregate(node: exp.Expression, scope: ColumnScope) -> Aggregate:
     return Aggregate(kind, _aggregate_input(argument, scope, kind))
 
 
+def _paired(node: exp.Expression, scope: ColumnScope) -> Aggregate | None:
+    """CORR(y, x), COVAR_POP/SAMP(y, x), REGR_*(y, x): both arguments numeric with bounds (declared, derived
+    or veil_clamp'ed)."""
+    kind = _PAIRS.get(type(node))
+    if kind is None:
+        return None
+    arguments = [node.this, node.expression]
+    written = [argument.sql(dialect="postgres", normalize_functions="lower") for argument in arguments]
+    y, x = (
+        dataclasses.replace(_aggregate_input(argument, scope, kind), shown=text)  # v.cost, not v__cost
+        for argument, text in zip(arguments, written, strict=True)
+    )
+    label = ", ".join(written)
+    first, second = sorted((y, x), key=input_order)
+    product = _product(first, second)
+    return Aggregate(kind, None, pair=PairInputs(_masked(y, by=x), _masked(x, by=y), product, label))
+
+
+def input_order(source: AggregateInput) -> tuple[str, str]:
+    """Order-independent choices (which masked input counts the pairs, the product's factor order), so
+    that (y, x) and (x, y) measure the same quantities."""
+    return source.text, source.name
+
+
+def _masked(source: AggregateInput, *, by: AggregateInput) -> AggregateInput:
+    """``source`` where ``by`` is not NULL either: NULL otherwise."""
+    expression = exp.Case(
+        ifs=[
+            exp.If(
+                this=exp.Not(this=exp.Is(this=by.expression.copy(), expression=exp.Null())),
+                true=source.expression.copy(),
+            )
+        ]
+    )
+    text = expression.sql(dialect="postgres")
+    shown = f"{source.text} | {by.text}"
+    return AggregateInput(
+        input_name(text, source.lower, source.upper),
+        expression,
+        source.type,
+        source.lower,
+        source.upper,
+        shown=shown,
+    )
+
+
+def _product(first: AggregateInput, second: AggregateInput) -> AggregateInput:
+    """``clamp(first) · clamp(second)``: the Σyx of clamped values that the spec prices at
+    L · max |corner product| (the engine clamps the product to the corners' range as well)."""
+    assert first.lower is not None and first.upper is not None
+    assert second.lower is not None and second.upper is not None
+    expression = exp.Mul(
+        this=_clamped(first.expression, first.lower, first.upper),
+        expression=_clamped(second.expression, second.lower, second.upper),
+    )
+    corners = [a * b for a in (first.lower, first.upper) for b in (second.lower, second.upper)]
+    lower, upper = min(corners), max(corners)
+    integer = ColumnType.INTEGER if first.type is second.type is ColumnType.INTEGER else ColumnType.REAL
+    text = expression.sql(dialect="postgres")
+    shown = f"{_operand(first.text)} * {_operand(second.text)}"
+    return AggregateInput(input_name(text, lower, upper), expression, integer, lower, upper, shown=shown)
+
+
+def _operand(text: str) -> str:
+    """``y * 2`` as a factor of a product label is ``(y * 2)``; a column or one function call is not."""
+    name, _, rest = text.partition("(")
+    if name.replace("_", "").replace(".", "").isalnum() and (not rest or _one_call(rest)):
+        return text
+    return f"({text})"
+
+
+def _one_call(rest: str) -> bool:
+    """Whether ``rest`` (what follows a function's opening parenthesis) closes it only at its end."""
+    depth = 1
+    for position, character in enumerate(rest):
+        depth += {"(": 1, ")": -1}.get(character, 0)
+        if depth == 0:
+            return position == len(rest) - 1
+    return False
+
+
+def _clamped(expression: exp.Expression, lower: float, upper: float) -> exp.Expression:
+    """As rewrite/clamp_values.py clamps an input (CASE keeps NULL as NULL; LEAST/GREATEST would not)."""
+    low, high = (exp.convert(int(b) if float(b).is_integer() else b) for b in (lower, upper))
+    return exp.Paren(
+        this=exp.Case(
+            ifs=[
+                exp.If(this=exp.LT(this=expression.copy(), expression=low), true=low.copy()),
+                exp.If(this=exp.GT(this=expression.copy(), expression=high), true=high.copy()),
+            ],
+            default=expression.copy(),
+        )
+    )
+
+
 def _aggregate_input(argument: exp.Expression, scope: ColumnScope, kind: AggregateKind) -> AggregateInput:
     """A column keeps its declared bounds; an expression gets bounds by interval analysis, or from
     ``veil_clamp(expr, lower, upper)``; COUNT needs none."""
@@ -191,6 +381,8 @@ def _aggregate_input(argument: exp.Expression, scope: ColumnScope, kind: Aggrega
         raise refuse(f"{kind.value}(*) is not allowed", hint="aggregate a column or an expression of columns")
     if isinstance(argument, exp.Column):
         column = scope.column(argument)
+        if column.type is ColumnType.DATE:
+            return _date_input(column, kind)
         source = AggregateInput(column.name, exp.column(column.name), column.type, column.lower, column.upper)
         if kind.needs_bounds:
             _require_bounds(source, kind, column.type.is_numeric)
@@ -198,18 +390,68 @@ def _aggregate_input(argument: exp.Expression, scope: ColumnScope, kind: Aggrega
     clamp = _veil_clamp(argument)
     expression = scope.unqualified(clamp[0] if clamp else argument)
     check_predicate(expression, clause="an aggregate")
+    if kind.needs_bounds and value_kind(expression, table=scope.table).is_moment:
+        raise refuse(
+            f"{kind.value.upper()}({argument.sql(dialect='postgres')}): only a date column itself is "
+            "answered, not a date computed from it",
+            hint=_DATE_HINT,
+        )
     text = expression.sql(dialect="postgres")
-    name = "e_" + hashlib.sha1(text.encode()).hexdigest()[:8]
     numeric = ColumnType.INTEGER if is_integer(expression, scope.table) else ColumnType.REAL
     low, high = clamp[1:] if clamp else interval(expression, table=scope.table)
     finite = math.isfinite(low) and math.isfinite(high) and low < high
-    source = AggregateInput(name, expression, numeric, low if finite else None, high if finite else None)
+    lower, upper = (low, high) if finite else (None, None)
+    shown = argument.sql(dialect="postgres", normalize_functions="lower")  # as written, veil_clamp too
+    source = AggregateInput(input_name(text, lower, upper), expression, numeric, lower, upper, shown=shown)
     if kind.needs_bounds and not finite:
         raise refuse(
             f"{kind.value.upper()}({text}): the range of the expression cannot be derived from the policy",
             hint=f"clamp it explicitly: veil_clamp({text}, lower, upper) — or declare bounds for its columns",
         )
     return source
+
+
+DAY_ZERO = datetime.date(1970, 1, 1)
+"""A date column is measured as its day number, the days since this date (``d - DATE '1970-01-01'``,
+an integer on both engines); the released day number is turned back into a date."""
+
+_DATE_HINT = (
+    "a date column answers COUNT, MIN, MAX, MEDIAN and PERCENTILE_CONT/DISC (as dates) once the policy "
+    "declares its lower and upper dates; group by date_trunc or EXTRACT of it"
+)
+
+
+def day_number(day: datetime.date) -> int:
+    return (day - DAY_ZERO).days
+
+
+def day_of(number: float) -> datetime.date:
+    """The date of a released day number (a quantile's grid point: rounding is post-processing)."""
+    return DAY_ZERO + datetime.timedelta(days=round(number))
+
+
+def _date_input(column: ColumnPolicy, kind: AggregateKind) -> AggregateInput:
+    """COUNT(d) reads the date as it is. A quantile (MIN, MAX, MEDIAN, PERCENTILE) reads its day number
+    clamped to the declared bounds' day numbers, so it is answered by the same grid histogram and
+    exponential mechanism as a number, and released as a date (type DATE). Sums of dates mean nothing."""
+    plain = AggregateInput(column.name, exp.column(column.name), ColumnType.DATE)
+    if not kind.needs_bounds:
+        return plain
+    if kind is not AggregateKind.QUANTILE:
+        raise refuse(f'{kind.value.upper()}("{column.name}") needs a numeric column', hint=_DATE_HINT)
+    if not isinstance(column.lower, datetime.date) or not isinstance(column.upper, datetime.date):
+        raise refuse(
+            f'{kind.value.upper()}("{column.name}") needs declared bounds',
+            hint=f"declare lower and upper dates for column {column.name} in the policy (veil.toml), "
+            "e.g. lower = 2024-01-01, upper = 2025-12-31",
+        )
+    days = exp.Sub(
+        this=exp.column(column.name),
+        expression=exp.cast(exp.Literal.string(DAY_ZERO.isoformat()), exp.DataType.build("date")),
+    )
+    lower, upper = float(day_number(column.lower)), float(day_number(column.upper))
+    name = input_name(days.sql(dialect="postgres"), lower, upper)
+    return AggregateInput(name, days, ColumnType.DATE, lower, upper, shown=column.name)
 
 
 def _veil_clamp(node: exp.Expression) -> tuple[exp.Expression, float, float] | None:

@@ -31,8 +31,8 @@ def interval(node: exp.Expression, *, table: TablePolicy) -> Interval:
 
 def _column(node: exp.Expression, table: TablePolicy) -> Interval:
     column = table.column(node.name)
-    if column is None or column.lower is None or column.upper is None:
-        return UNBOUNDED
+    if column is None or not column.type.is_numeric or column.lower is None or column.upper is None:
+        return UNBOUNDED  # a date column's bounds are dates, not numbers
     return (float(column.lower), float(column.upper))
 
 

@@ -44,6 +44,10 @@ def expression_type(node: exp.Expression, table: TablePolicy) -> ColumnType:
     if isinstance(node, exp.Case):
         branches = [branch.args["true"] for branch in node.args.get("ifs") or []]
         return expression_type(branches[0], table) if branches else ColumnType.TEXT
+    if isinstance(node, exp.Sub) and all(
+        value_kind(side, table=table) is Kind.DATE for side in (node.this, node.expression)
+    ):
+        return ColumnType.INTEGER  # date − date: a number of days
     kind = value_kind(node, table=table)
     if kind is Kind.DATE:
         return ColumnType.DATE  # born + 30: a date, not the number arithmetic would suggest

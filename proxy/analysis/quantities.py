@@ -11,7 +11,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
 
-from proxy.analysis.aggregates import Aggregate, AggregateInput, AggregateKind, selection_label
+from proxy.analysis.aggregates import (
+    PAIR_STATISTICS,
+    Aggregate,
+    AggregateInput,
+    AggregateKind,
+    input_order,
+    selection_label,
+)
 from proxy.analysis.shape import QueryShape
 
 
@@ -50,21 +57,38 @@ class Quantity:
             QuantityKind.SUM: "sum",
             QuantityKind.SUM_SQUARES: "sum_squares",
         }
-        return f"{name[self.kind]}({self.column.name})"
+        return f"{name[self.kind]}({self.column.text})"
 
     @property
     def histogram(self) -> str:
         """The engine histogram a selection is made from: one per column for its quantiles (every q
         reads the same grid histogram), one per column for its mode."""
         assert self.kind.selected and self.column is not None
-        return self.column.name if self.kind is QuantityKind.QUANTILE else self.label
+        return self.column.name if self.kind is QuantityKind.QUANTILE else f"mode({self.column.name})"
 
 
 THRESHOLD_QUANTITY = Quantity(QuantityKind.UNITS, None)
 
 
+def pair_statistics(aggregate: Aggregate) -> dict[str, Quantity]:
+    """The noisy sums a (y, x) aggregate is computed from, by name (``PAIR_STATISTICS``): n (pairs),
+    sy, sx (sums), syy, sxx (sums of squares), sxy (sum of products) — all over the masked inputs."""
+    pair = aggregate.pair
+    assert pair is not None
+    axes = sorted((("y", pair.y), ("x", pair.x)), key=lambda axis: input_order(axis[1]))
+    every = {"n": Quantity(QuantityKind.NON_NULL, pair.count_input)}  # in one order for (y, x) and (x, y)
+    every |= {f"s{name}": Quantity(QuantityKind.SUM, source) for name, source in axes}
+    every |= {f"s{name}{name}": Quantity(QuantityKind.SUM_SQUARES, source) for name, source in axes}
+    every["sxy"] = Quantity(QuantityKind.SUM, pair.product)
+    needed = PAIR_STATISTICS[aggregate.kind]
+    return {name: quantity for name, quantity in every.items() if name in needed}
+
+
 def quantities_for(aggregate: Aggregate) -> tuple[Quantity, ...]:
-    """In the order the release computes from: SUM first, then squares, then the count."""
+    """In the order the release computes from: SUM first, then squares, then the count (pairs: the
+    count first, then sums, squares and the sum of products)."""
+    if aggregate.pair is not None:
+        return tuple(pair_statistics(aggregate).values())
     column = aggregate.column
     match aggregate.kind:
         case AggregateKind.COUNT_ROWS:

@@ -8,7 +8,7 @@ ALLOWED_SHAPE = (
     "queries on private tables must aggregate: SELECT [public group columns,] aggregates FROM table "
     "[WHERE …] [GROUP BY public columns] [HAVING …] [ORDER BY …] [LIMIT …], where the aggregates are COUNT(*), "
     "COUNT(col), COUNT(DISTINCT <privacy unit>), SUM, AVG, VAR_*, STDDEV_*, MEDIAN, PERCENTILE_CONT/DISC, MIN, MAX, "
-    "MODE() WITHIN GROUP (ORDER BY public column)"
+    "MODE() WITHIN GROUP (ORDER BY public column), CORR, COVAR_POP/SAMP, REGR_*"
 )
 
 

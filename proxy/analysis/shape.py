@@ -11,6 +11,7 @@ Anything that would need a private value outside an aggregate is refused (42501)
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -39,9 +40,10 @@ NOISY_TABLE = "_dp_noisy"
 
 @dataclass(frozen=True)
 class GroupKey:
-    """A GROUP BY item: a public column, or an expression of one column whose value domain is
-    public — the column's own value list, or the expression evaluated over every integer between
-    the column's bounds (``FLOOR(age / 10) * 10``). ``values`` is None until that is computed.
+    """A GROUP BY item: a public column, a date column with declared bounds (every day between them),
+    or an expression of one column whose value domain is public — the column's own value list, or the
+    expression evaluated over every integer (or day) between the column's bounds (``FLOOR(age / 10) *
+    10``, ``date_trunc('month', d)``). ``values`` is None until that is computed.
 
     A key with no public domain is ``thresholded``: its keys come from the data, and only those that
     enough people share pass a noisy threshold calibrated to (ε, δ) (τ-thresholding)."""
@@ -302,6 +304,8 @@ class _Scope:
                     f'GROUP BY the privacy unit "{column.name}" would make one group per person',
                     hint="count people with COUNT(DISTINCT …) instead",
                 )
+            if not column.public and date_range(column):
+                return GroupKey(expression, column, date_range(column), column.type)
             if not column.public:
                 return GroupKey(expression, column, None, column.type, thresholded=True)
             return GroupKey(expression, column, column.values, column.type, lookup=self.lookup(column))
@@ -313,7 +317,7 @@ class _Scope:
                 hint="group by an expression of a single public column or bounded integer column",
             )
         column = self.column(exp.column(columns.pop()))
-        derivable = column.public or _small_integer_range(column)
+        derivable = column.public or _small_integer_range(column) or bool(date_range(column))
         return GroupKey(
             expression,
             column,
@@ -336,6 +340,20 @@ def _small_integer_range(column: ColumnPolicy) -> bool:
     if column.type is not ColumnType.INTEGER or column.lower is None or column.upper is None:
         return False
     return column.upper - column.lower <= MAX_DERIVED_DOMAIN
+
+
+def date_range(column: ColumnPolicy) -> tuple[datetime.date, ...]:
+    """Every day between a date column's declared bounds — its public key domain, from which
+    ``date_trunc('month', d)`` or ``EXTRACT(year FROM d)`` take theirs; () without bounds or when the
+    range is longer than MAX_DERIVED_DOMAIN days."""
+    lower, upper = column.lower, column.upper
+    if column.type is not ColumnType.DATE or not isinstance(lower, datetime.date):
+        return ()
+    assert isinstance(upper, datetime.date)
+    days = (upper - lower).days
+    if days > MAX_DERIVED_DOMAIN:
+        return ()
+    return tuple(lower + datetime.timedelta(days=day) for day in range(days + 1))
 
 
 def _resolve_reference(item: exp.Expression, select: exp.Select) -> exp.Expression:

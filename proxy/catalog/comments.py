@@ -8,7 +8,7 @@ policy is read here — never the data.
 
 from __future__ import annotations
 
-from proxy.config import ColumnPolicy, TablePolicy
+from proxy.config import ColumnPolicy, ColumnType, TablePolicy
 
 MAX_LISTED_VALUES = 20  # a longer public domain is summarized, so a comment stays one readable line
 
@@ -42,6 +42,11 @@ def column_comment(table: TablePolicy, column: ColumnPolicy) -> str:
     if column.name == table.privacy_unit:
         return (
             "privacy unit: identifies the person; private: aggregate only (COUNT(DISTINCT …) counts people)"
+        )
+    if column.has_bounds and column.type is ColumnType.DATE:
+        return (
+            f"private: aggregate only (COUNT, MIN, MAX, percentiles); dates are clamped to "
+            f"[{column.lower}, {column.upper}]; may be grouped by, as each day of that range"
         )
     if column.has_bounds:
         return f"private: aggregate only; values are clamped to [{column.lower:g}, {column.upper:g}]"

@@ -274,7 +274,7 @@ def _policy_document() -> dict[str, Any]:
         "columns": {
             "visit_id": private("integer"),
             "patient_id": private("integer"),
-            "visit_date": private("date"),
+            "visit_date": {"type": "date", "lower": FIRST_DAY, "upper": LAST_DAY},
             "diagnosis": public(DIAGNOSES),
             "cost": bounded("real", COST_BOUNDS),
             "region": public(REGIONS),

@@ -71,7 +71,8 @@ COMPRESSION_SUFFIXES = ("", ".gz", ".zst")
 PARQUET_SUFFIXES = (".parquet", ".pq")
 
 _NO_PUBLIC: Mapping[str, Sequence[str]] = MappingProxyType({})
-_NO_BOUNDS: Mapping[str, tuple[float, float]] = MappingProxyType({})
+Bound = float | datetime.date  # a --bounds end: a number, or a date for a date column
+_NO_BOUNDS: Mapping[str, tuple[Bound, Bound]] = MappingProxyType({})
 
 _INTEGER_TYPES = frozenset(
     {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT"}
@@ -128,7 +129,7 @@ def import_table(
     source: Path,
     privacy_unit: str,
     public: Mapping[str, Sequence[str]] = _NO_PUBLIC,
-    bounds: Mapping[str, tuple[float, float]] = _NO_BOUNDS,
+    bounds: Mapping[str, tuple[Bound, Bound]] = _NO_BOUNDS,
     max_contributions: int | None = None,
     environ: Mapping[str, str] = MappingProxyType({}),
 ) -> TablePolicy:
@@ -137,7 +138,7 @@ def import_table(
     ``privacy_unit`` is ``"row"`` or the column identifying a person. ``max_contributions`` is
     required with a privacy-unit column (rows kept per person at query time) and must be absent or
     1 with ``"row"``. ``public`` maps a column to its public values (given as text, converted to the
-    column's type); ``bounds`` maps a numeric column to its clamping bounds ``(lower, upper)``.
+    column's type); ``bounds`` maps a numeric (or date) column to its clamping bounds ``(lower, upper)``.
     Every other column is private. ``environ`` resolves a postgres dataset's ``dsn_env``.
     """
     config = load_config(config_path)
@@ -196,17 +197,22 @@ def parse_public_option(text: str) -> tuple[str, list[str]]:
     return column.strip(), items
 
 
-def parse_bounds_option(text: str) -> tuple[str, tuple[float, float]]:
-    """``COL=lo:hi`` (the ``--bounds`` syntax) → ``("col", (lo, hi))``."""
+def parse_bounds_option(text: str) -> tuple[str, tuple[Bound, Bound]]:
+    """``COL=lo:hi`` (the ``--bounds`` syntax) → ``("col", (lo, hi))``: numbers, or two dates
+    (``day=2024-01-01:2025-12-31``) for a date column."""
     column, separator, interval = text.partition("=")
     lower, colon, upper = interval.partition(":")
     try:
         if not separator or not colon or not column.strip():
             raise ValueError(text)
-        return column.strip(), (float(lower), float(upper))
+        try:
+            return column.strip(), (float(lower), float(upper))
+        except ValueError:
+            return column.strip(), (datetime.date.fromisoformat(lower), datetime.date.fromisoformat(upper))
     except ValueError:
         raise ConfigError(
-            f"--bounds {text!r}: expected COLUMN=LOWER:UPPER", hint="e.g. --bounds age=0:100"
+            f"--bounds {text!r}: expected COLUMN=LOWER:UPPER",
+            hint="e.g. --bounds age=0:100, or --bounds day=2024-01-01:2025-12-31 for a date column",
         ) from None
 
 
@@ -343,7 +349,7 @@ def _table_entry(
     source: Path,
     privacy_unit: str,
     public: Mapping[str, Sequence[str]],
-    bounds: Mapping[str, tuple[float, float]],
+    bounds: Mapping[str, tuple[Bound, Bound]],
     max_contributions: int | None,
 ) -> dict[str, Any]:
     """The policy document's entry for the table; every argument is checked before anything is written."""
@@ -428,11 +434,16 @@ def _public_value(column: _SourceColumn, text: str) -> str | int | float | bool 
     return text
 
 
-def _bounds(column: _SourceColumn, lower: float, upper: float) -> dict[str, int | float]:
+def _bounds(column: _SourceColumn, lower: Bound, upper: Bound) -> dict[str, int | float | datetime.date]:
+    if column.type is ColumnType.DATE:
+        return _date_bounds(column, lower, upper)
     if not column.type.is_numeric:
         raise ConfigError(
-            f'--bounds: column "{column.name}" is {column.type.value}; bounds apply only to integer and real columns'
+            f'--bounds: column "{column.name}" is {column.type.value}; bounds apply only to integer, real '
+            "and date columns"
         )
+    if not isinstance(lower, float | int) or not isinstance(upper, float | int):
+        raise ConfigError(f'--bounds: column "{column.name}" is {column.type.value}; its bounds are numbers')
     if not (math.isfinite(lower) and math.isfinite(upper)):
         raise ConfigError(f'--bounds: the bounds of column "{column.name}" must be finite numbers')
     if lower >= upper:
@@ -442,6 +453,19 @@ def _bounds(column: _SourceColumn, lower: float, upper: float) -> dict[str, int 
     if column.type is ColumnType.INTEGER and float(lower).is_integer() and float(upper).is_integer():
         return {"lower": int(lower), "upper": int(upper)}
     return {"lower": float(lower), "upper": float(upper)}
+
+
+def _date_bounds(column: _SourceColumn, lower: Bound, upper: Bound) -> dict[str, int | float | datetime.date]:
+    if not isinstance(lower, datetime.date) or not isinstance(upper, datetime.date):
+        raise ConfigError(
+            f'--bounds: column "{column.name}" is a date; its bounds are dates',
+            hint=f"e.g. --bounds {column.name}=2024-01-01:2025-12-31",
+        )
+    if lower >= upper:
+        raise ConfigError(
+            f'--bounds: for column "{column.name}", upper must be greater than lower (got {lower}:{upper})'
+        )
+    return {"lower": lower, "upper": upper}
 
 
 def _create_table(

@@ -50,6 +50,7 @@ from proxy.wire.scram import make_scram_verifier
 DEMO_ANALYST = "alice"
 DEMO_PASSWORD = "veil-demo"
 DEMO_EPSILON = 10.0
+DEMO_DELTA = 1e-5  # so that SET veil.delta (keys from the data, Gaussian noise) works in the demo too
 NEVER = "never"  # --renew never: the grant stops renewing
 
 password_stdin_option = click.option(
@@ -142,11 +143,12 @@ def init_demo(directory: Path, people: int) -> None:
     layout = build_demo(directory, people=people)
     ledger = _ledger(load_config(layout.config_path), create=True)
     ledger.add_analyst(DEMO_ANALYST, make_scram_verifier(DEMO_PASSWORD))
-    ledger.grant(DEMO_ANALYST, layout.dataset, PrivacyLoss(DEMO_EPSILON))
+    ledger.grant(DEMO_ANALYST, layout.dataset, PrivacyLoss(DEMO_EPSILON, DEMO_DELTA))
     click.echo(f"built a synthetic dataset of {people:,} people: {layout.database_path}")
     click.echo(f"wrote {layout.config_path} and {layout.ledger_path}")
     click.echo(
-        f"analyst {DEMO_ANALYST!r} (password {DEMO_PASSWORD!r}) has ε = {DEMO_EPSILON:g} on dataset {layout.dataset!r}"
+        f"analyst {DEMO_ANALYST!r} (password {DEMO_PASSWORD!r}) has ε = {DEMO_EPSILON:g} and "
+        f"δ = {DEMO_DELTA:g} on dataset {layout.dataset!r}"
     )
     click.echo(f"next: veil serve --config {layout.config_path}")
 
@@ -270,7 +272,8 @@ def serve(
     "bounds",
     multiple=True,
     metavar="COL=lo:hi",
-    help="Clamping bounds of a numeric column (repeatable).",
+    help="Clamping bounds of a numeric column, or the first and last day of a date column "
+    "(day=2024-01-01:2025-12-31) (repeatable).",
 )
 @friendly_errors
 def import_command(
@@ -999,7 +1002,7 @@ def _column_row(table: TablePolicy, column: ColumnPolicy) -> dict[str, Any]:
         values = ", ".join(str(value) for value in column.values[:SHOWN_VALUES])
         if len(column.values) > SHOWN_VALUES:
             values += f", … ({len(column.values)} values)"
-    bounds = f"{column.lower:g} … {column.upper:g}" if column.has_bounds else None
+    bounds = f"{_bound(column.lower)} … {_bound(column.upper)}" if column.has_bounds else None
     return {
         "table": table.name,
         "column": column.name,
@@ -1008,6 +1011,11 @@ def _column_row(table: TablePolicy, column: ColumnPolicy) -> dict[str, Any]:
         "bounds": bounds,
         "values": values,
     }
+
+
+def _bound(value: object) -> str:
+    """A number as %g; a date column's bound as the date."""
+    return format(value, "g") if isinstance(value, int | float) else str(value)
 
 
 # --- audit ------------------------------------------------------------------------------------------------

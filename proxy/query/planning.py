@@ -28,6 +28,7 @@ from proxy.rewrite.bound_contributions import (
     QUANTILE_GRID,
     bounded_query,
     contributions_histogram_query,
+    distinct_inputs,
     histogram_query,
     mode_histogram_query,
 )
@@ -110,7 +111,19 @@ def _key_type(key: GroupKey, shape: QueryShape, values: list[Any]) -> ColumnType
             return column_type
     if values and all(isinstance(value, datetime.date) for value in values):
         return ColumnType.DATE
-    return ColumnType.INTEGER if is_integer(key.expression, shape.table) else ColumnType.REAL
+    if is_integer(key.expression, shape.table):
+        return ColumnType.INTEGER
+    whole = values and all(_whole_number(value) for value in values)
+    return ColumnType.INTEGER if key.type is ColumnType.INTEGER and whole else ColumnType.REAL
+
+
+def _whole_number(value: Any) -> bool:
+    """``EXTRACT(year FROM d)`` is typed an integer from the expression (analysis/key_types.py) though
+    PostgreSQL computes a NUMERIC: its domain is integral, so its keys are integers."""
+    try:
+        return float(value).is_integer()
+    except (TypeError, ValueError, OverflowError):
+        return False
 
 
 def _typed(value: Any, type_: ColumnType) -> Any:
@@ -144,12 +157,13 @@ def _fits(value: Any, type_: ColumnType) -> bool:
 
 
 def typed_key_rows(plan: ReleasePlan, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """Keys from the data arrive in each engine's own types (PostgreSQL's NUMERIC as Decimal, its
-    date_trunc as a timestamp); the noisy table holds them in the key's type, on every engine. A row
-    whose key cannot be typed (an infinite date, NaN) is dropped before any threshold, rather than
-    failing the query on one person's key."""
+    """Keys arrive in each engine's own types (PostgreSQL's NUMERIC as Decimal, date_trunc as a
+    timestamp on both); the noisy table holds them in the key's type, on every engine, so that a
+    public cell (a date) finds the engine's row (a timestamp) of the same key. A row whose key cannot
+    be typed (an infinite date, NaN) is dropped before any threshold, rather than failing the query
+    on one person's key."""
     types = [key.type for key in plan.shape.group_keys]
-    if not any(key.thresholded for key in plan.shape.group_keys):
+    if not types:
         return rows
     width = len(types)
     return [
@@ -178,8 +192,7 @@ def prepare_release(
         raise PolicyViolationError(
             f"GROUP BY {key.label}: the keys are not public",
             detail=f'"{key.source.name}" is private and has no public value list, so its keys would come from the data',
-            hint="SET veil.delta = 1e-6 (for example) to release only keys that enough people share "
-            "(τ-thresholding), or declare the column public with its values in the policy",
+            hint=_public_keys_hint(key),
         )
     if selection_applies(shape, gaussian=gaussian, other_row=other_row):  # a DP top-k selection
         plan = price_top_k(shape, epsilon=epsilon, delta=delta)
@@ -212,6 +225,26 @@ def prepare_release(
     scalars = tuple(m.quantity for m in plan.scalar_measurements)
     main = bounded_query(shape, scalars, dialect=dialect).sql(dialect=dialect) if scalars else None
     return plan, main
+
+
+_THRESHOLD_HINT = (
+    "SET veil.delta = 1e-6 (for example) to release only keys that enough people share (τ-thresholding); "
+    "it is paid from a δ grant (an administrator adds one: veil budget grant ANALYST DATASET EPSILON --delta 1e-5)"
+)
+
+
+def _public_keys_hint(key: GroupKey) -> str:
+    """What gives the keys a public domain — the policy's fix first, since it costs no δ."""
+    column = key.source
+    if column.type is ColumnType.DATE:
+        return (
+            f"declare lower and upper dates for {column.name} in the policy (e.g. lower = 2024-01-01, "
+            "upper = 2025-12-31, at most 100,000 days apart): its days, and date_trunc or EXTRACT of it, "
+            f"then have public keys; or {_THRESHOLD_HINT}"
+        )
+    if column.type is ColumnType.INTEGER and not key.is_column:
+        return f"declare lower and upper for {column.name} in the policy; or {_THRESHOLD_HINT}"
+    return f"declare {column.name} public with its values in the policy; or {_THRESHOLD_HINT}"
 
 
 def choose_contribution_bound(plan: ReleasePlan, *, execute: Execute, dialect: str, rng: RandomSource) -> int:
@@ -258,7 +291,9 @@ def histogram_queries(plan: ReleasePlan, *, dialect: str) -> dict[str, str]:
     """One engine query per histogram the plan selects from: a grid histogram per column whose
     quantiles it measures, a value histogram per column whose mode it measures (``mode(col)``)."""
     queries = {}
-    for measurement in (*plan.quantile_measurements, *plan.mode_measurements):
+    selections = (*plan.quantile_measurements, *plan.mode_measurements)
+    distinct_inputs(m.quantity.column for m in selections if m.quantity.column is not None)
+    for measurement in selections:
         quantity = measurement.quantity
         assert quantity.column is not None
         build = histogram_query if quantity.kind is QuantityKind.QUANTILE else mode_histogram_query

@@ -89,7 +89,7 @@ from proxy.query.ttest import (
     ttest_columns,
     ttest_cost,
 )
-from proxy.release.apply import ReleasedTable, ResultColumn, noisy_columns, release
+from proxy.release.apply import ReleasedTable, ResultColumn, noisy_columns, null_notes, release
 from proxy.release.cache_key import (
     answer_digest,
     bound_choice_digest,
@@ -571,7 +571,8 @@ class QueryService:
     ) -> StatementOutcome:
         table = self._postprocess(plan.shape, noisy)
         notices = [
-            self._spent_notice(principal, plan.describe(), cached=cached, partition=plan.shape.partition)
+            self._spent_notice(principal, plan.describe(), cached=cached, partition=plan.shape.partition),
+            *null_notes(plan, noisy),
         ]
         if settings.get("veil.show_error") == "on":
             cells = max(len(noisy.rows), 1)

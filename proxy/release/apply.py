@@ -8,6 +8,7 @@ absent from the engine's answer is released as a noisy zero, so the set of keys 
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -21,10 +22,11 @@ from mechanisms.laplace import discrete_laplace_mechanism, laplace_mechanism
 from mechanisms.mode import dp_mode_from_histogram
 from mechanisms.quantile import dp_quantile_from_histogram
 from mechanisms.random_source import RandomSource
-from proxy.analysis.aggregates import Aggregate, AggregateKind
-from proxy.analysis.quantities import THRESHOLD_QUANTITY, Quantity, quantities_for
+from proxy.analysis.aggregates import Aggregate, AggregateKind, day_of
+from proxy.analysis.quantities import THRESHOLD_QUANTITY, Quantity, pair_statistics, quantities_for
 from proxy.analysis.shape import aggregate_column, key_column
 from proxy.config import ColumnType
+from proxy.release.pairs import VARIANCE_BASED, pair_value
 from proxy.release.plan import Measurement, ReleasePlan
 from proxy.rewrite.bound_contributions import QUANTILE_GRID
 
@@ -136,12 +138,15 @@ def _gaussian(measurement: Measurement, exact: int | float | Decimal, *, rng: Ra
     return round(noisy) if measurement.integer_output else noisy  # rounding is post-processing
 
 
-def _quantile(measurement: Measurement, histograms: Histograms, cell: Cell, *, rng: RandomSource) -> float:
-    """An empty cell still gets an answer (all grid points then score alike): emptiness stays hidden."""
+def _quantile(
+    measurement: Measurement, histograms: Histograms, cell: Cell, *, rng: RandomSource
+) -> float | datetime.date:
+    """An empty cell still gets an answer (all grid points then score alike): emptiness stays hidden.
+    A date column's quantile is chosen among day numbers and released as the nearest date."""
     column = measurement.quantity.column
     assert column is not None and column.lower is not None and column.upper is not None
     counts = histograms.get(measurement.quantity.histogram, {}).get(cell) or [0] * QUANTILE_GRID
-    return dp_quantile_from_histogram(
+    value = dp_quantile_from_histogram(
         counts,
         q=float(measurement.quantity.q or 0),
         lower=column.lower,
@@ -150,6 +155,7 @@ def _quantile(measurement: Measurement, histograms: Histograms, cell: Cell, *, r
         sensitivity=round(measurement.sensitivity),
         rng=rng,
     )
+    return day_of(value) if column.type is ColumnType.DATE else value
 
 
 def _mode(measurement: Measurement, histograms: Histograms, cell: Cell, *, rng: RandomSource) -> Any:
@@ -165,6 +171,9 @@ def _mode(measurement: Measurement, histograms: Histograms, cell: Cell, *, rng: 
 
 
 def _aggregate_value(aggregate: Aggregate, noisy: dict[Quantity, Any]) -> Any:
+    if aggregate.pair is not None:
+        stats = {name: noisy[q] for name, q in pair_statistics(aggregate).items()}
+        return pair_value(aggregate.kind, stats, aggregate.pair)
     values = [noisy[q] for q in quantities_for(aggregate)]
     if len(values) == 1:
         return values[0]
@@ -196,6 +205,24 @@ def _spread(kind: AggregateKind, total: float, squares: float, count: float, wid
     return math.sqrt(variance) if kind in (AggregateKind.STDDEV_POP, AggregateKind.STDDEV_SAMP) else variance
 
 
+def null_notes(plan: ReleasePlan, table: ReleasedTable) -> list[str]:
+    """Why a CORR or REGR_* cell is NULL although SQL might have answered: its noisy count was below 1
+    or a noisy variance not positive (spec §7 asks for a notice). Read from the noisy table only."""
+    keys = len(plan.shape.group_keys)
+    notes = []
+    for index, aggregate in enumerate(plan.shape.aggregates):
+        if aggregate.kind not in VARIANCE_BASED:
+            continue
+        empty = sum(1 for row in table.rows if row[keys + index] is None)
+        if empty:
+            notes.append(
+                f"{aggregate.label} is NULL in {empty} of {len(table.rows)} row(s): a noisy count below 1 or "
+                "a noisy variance that is not positive (too few rows or too little spread for the noise at "
+                "this ε; a larger ε or a wider group helps)"
+            )
+    return notes
+
+
 def noisy_columns(plan: ReleasePlan) -> tuple[ResultColumn, ...]:
     """The noisy table's columns, known from the plan alone (a Describe needs them before any noise)."""
     keys = [ResultColumn(key_column(i), key.type) for i, key in enumerate(plan.shape.group_keys)]
@@ -208,9 +235,13 @@ def noisy_columns(plan: ReleasePlan) -> tuple[ResultColumn, ...]:
 
 
 def _aggregate_type(aggregate: Aggregate, integers: set[Quantity]) -> ColumnType:
-    """A mode has its column's type; counts and integer sums are integers; the rest is real."""
+    """A mode has its column's type, a quantile of a date column too; counts and integer sums are
+    integers; the rest is real."""
     if aggregate.kind is AggregateKind.MODE:
         assert aggregate.column is not None
         return aggregate.column.type
+    column = aggregate.column
+    if aggregate.kind is AggregateKind.QUANTILE and column is not None and column.type is ColumnType.DATE:
+        return ColumnType.DATE
     quantities = quantities_for(aggregate)
     return ColumnType.INTEGER if len(quantities) == 1 and quantities[0] in integers else ColumnType.REAL

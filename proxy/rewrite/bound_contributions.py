@@ -23,10 +23,13 @@ GROUP BY _dp_key_0
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from sqlglot import exp
 
 from proxy.analysis.aggregates import AggregateInput
 from proxy.analysis.quantities import Quantity, QuantityKind
+from proxy.analysis.refusals import refuse
 from proxy.analysis.shape import GroupKey, QueryShape
 from proxy.rewrite.clamp_values import clamp_value
 from proxy.rewrite.partition_guard import partition_guard
@@ -192,8 +195,8 @@ def _filtered_rows(shape: QueryShape, quantities: tuple[Quantity, ...], *, diale
     """Filtered rows: the person, the group keys and the clamped values."""
     unit = [exp.column(shape.table.privacy_unit).as_(UNIT)] if shape.table.privacy_unit is not None else []
     keys = [_key(key, shape, dialect).as_(key_alias(i)) for i, key in enumerate(shape.group_keys)]
-    columns = {q.column.name: q.column for q in quantities if q.column is not None}
-    values = [_value(source, shape, dialect).as_(value_alias(source)) for source in columns.values()]
+    columns = distinct_inputs(q.column for q in quantities if q.column is not None)
+    values = [_value(source, shape, dialect).as_(value_alias(source)) for source in columns]
     projection = [*unit, *keys, *values] or [exp.Literal.number(1).as_("_dp_one")]  # COUNT(*) alone
     rows = exp.select(*projection, copy=False).from_(_source(shape, dialect), copy=False)
     conditions = (
@@ -203,6 +206,21 @@ def _filtered_rows(shape: QueryShape, quantities: tuple[Quantity, ...], *, diale
     if (guard := partition_guard(shape)) is not None:
         conditions.append(guard)
     return rows.where(exp.and_(*conditions), copy=False) if conditions else rows
+
+
+def distinct_inputs(inputs: Iterable[AggregateInput]) -> list[AggregateInput]:
+    """Each input once, by name. Values and partial sums are keyed by the input's name while each
+    measurement is priced with its own input's bounds, so two different inputs under one name could
+    make a sum priced for one read the other's values: refused, before anything runs."""
+    by_name: dict[str, AggregateInput] = {}
+    for source in inputs:
+        known = by_name.setdefault(source.name, source)
+        if known != source or known.expression != source.expression:
+            raise refuse(
+                f'the aggregate inputs "{known.text}" and "{source.text}" cannot be told apart',
+                hint="write one of them differently, e.g. with veil_clamp",
+            )
+    return list(by_name.values())
 
 
 def _source(shape: QueryShape, dialect: str) -> exp.Expression:

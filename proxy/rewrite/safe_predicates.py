@@ -85,8 +85,9 @@ def _engine_expressions(shape: QueryShape) -> Iterator[tuple[exp.Expression, Tab
         if not key.is_column:
             yield key.expression, shape.table
     for aggregate in shape.aggregates:
-        if aggregate.column is not None and not isinstance(aggregate.column.expression, exp.Column):
-            yield aggregate.column.expression, shape.table
+        for source in aggregate.inputs:
+            if not isinstance(source.expression, exp.Column):
+                yield source.expression, shape.table
 
 
 def _refusal(what: str, *, hint: str) -> PolicyViolationError:

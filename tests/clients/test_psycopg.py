@@ -62,12 +62,13 @@ class Truth:
     visits_bounded: int  # at most 10 visits per patient, as Veil counts them
     visits_by_sex_bounded: dict[str, int]  # visits ⋈ patients on the privacy unit, 10 per patient
     visits_by_year_bounded: dict[int, float]  # each patient's visits scaled to at most 10 over the years
+    visits_by_parity_bounded: dict[int, float]  # the same over visit_id % 2, a key with no public domain
     patients_with_visits: int
     visits_per_patient_sum: int  # Σ min(visits, 20) over patients with a visit
 
 
-BOUNDED_VISITS_BY_YEAR = """
-WITH cells AS (SELECT patient_id, year(visit_date) AS y, COUNT(*) AS n FROM visits GROUP BY ALL),
+BOUNDED_VISITS_BY = """
+WITH cells AS (SELECT patient_id, {key} AS y, COUNT(*) AS n FROM visits GROUP BY ALL),
      people AS (SELECT patient_id, SUM(n) AS total FROM cells GROUP BY patient_id)
 SELECT y, SUM(n * LEAST(1.0, ? / total)) FROM cells JOIN people USING (patient_id) GROUP BY y
 """
@@ -98,7 +99,9 @@ def truth(demo: Demo) -> Truth:
             " GROUP BY p.sex",
             [VISITS_MAX_CONTRIBUTIONS],
         ).fetchall()
-        by_year = db.execute(BOUNDED_VISITS_BY_YEAR, [float(VISITS_MAX_CONTRIBUTIONS)]).fetchall()
+        cap = [float(VISITS_MAX_CONTRIBUTIONS)]
+        by_year = db.execute(BOUNDED_VISITS_BY.format(key="year(visit_date)"), cap).fetchall()
+        by_parity = db.execute(BOUNDED_VISITS_BY.format(key="visit_id % 2"), cap).fetchall()
     return Truth(
         patients=int(patients),
         patients_by_region=by_region,
@@ -110,6 +113,7 @@ def truth(demo: Demo) -> Truth:
         visits_bounded=int(bounded),
         visits_by_sex_bounded={sex: int(n) for sex, n in by_sex},
         visits_by_year_bounded={int(year): float(n) for year, n in by_year},
+        visits_by_parity_bounded={int(parity): float(n) for parity, n in by_parity},
         patients_with_visits=int(with_visits),
         visits_per_patient_sum=int(clamped),
     )
@@ -342,9 +346,10 @@ def test_keys_from_the_data_are_refused_without_delta(connect: Connect, admin: A
     analyst = admin.add_analyst(1.0, prefix="nodelta")
     connection = connect(analyst)
     with pytest.raises(psycopg.errors.InsufficientPrivilege) as refused:
-        connection.execute("SELECT EXTRACT(year FROM visit_date) AS year, COUNT(*) FROM visits GROUP BY 1")
+        connection.execute("SELECT visit_id % 2 AS parity, COUNT(*) FROM visits GROUP BY 1")
     assert "keys are not public" in (refused.value.diag.message_primary or "")
     assert "veil.delta" in (refused.value.diag.message_hint or "")
+    assert "δ grant" in (refused.value.diag.message_hint or "")
     assert admin.balance(analyst)["spent_epsilon"] == 0
 
 
@@ -357,16 +362,35 @@ def test_keys_from_the_data_are_released_above_tau_with_veil_delta(
     connection.execute("SET veil.epsilon = 1")
     connection.execute("SET veil.delta = 1e-6")
     rows = connection.execute(
-        "SELECT EXTRACT(year FROM visit_date) AS year, COUNT(*) AS n FROM visits GROUP BY 1 ORDER BY 1"
+        "SELECT visit_id % 2 AS parity, COUNT(*) AS n FROM visits GROUP BY 1 ORDER BY 1"
     ).fetchall()
-    # Thousands of patients had visits in each year: far above τ (≈ 2·10·ln(10 / 2e-6) ≈ 300).
-    assert [int(year) for year, _ in rows] == sorted(truth.visits_by_year_bounded)
-    for year, n in rows:  # two noisy quantities (the counts and the people gate), ε/2 each
+    # Thousands of patients had visits of each parity: far above τ (≈ 2·10·ln(10 / 2e-6) ≈ 300).
+    assert [int(parity) for parity, _ in rows] == sorted(truth.visits_by_parity_bounded)
+    for parity, n in rows:  # two noisy quantities (the counts and the people gate), ε/2 each
         bound = noise_bound(VISITS_MAX_CONTRIBUTIONS, 0.5)
-        assert abs(n - truth.visits_by_year_bounded[int(year)]) <= bound, (year, n)
+        assert abs(n - truth.visits_by_parity_bounded[int(parity)]) <= bound, (parity, n)
     assert "τ=" in notices[-1].message
     balance = admin.balance(analyst)
     assert (balance["spent_epsilon"], balance["spent_delta"]) == (1.0, pytest.approx(1e-6))
+
+
+def test_keys_of_a_declared_date_range_are_public_and_need_no_delta(
+    connect: Connect, admin: Admin, truth: Truth
+) -> None:
+    """visit_date declares 2024-01-01 … 2025-12-31: its years are public keys, answered without δ."""
+    analyst = admin.add_analyst(1.0, prefix="years")
+    connection = connect(analyst)
+    notices = collect_notices(connection)
+    connection.execute("SET veil.epsilon = 1")
+    rows = connection.execute(
+        "SELECT EXTRACT(year FROM visit_date) AS year, COUNT(*) AS n FROM visits GROUP BY 1 ORDER BY 1"
+    ).fetchall()
+    assert [year for year, _ in rows] == sorted(truth.visits_by_year_bounded) == [2024, 2025]
+    for year, n in rows:  # one noisy quantity, all of ε
+        assert abs(n - truth.visits_by_year_bounded[year]) <= noise_bound(VISITS_MAX_CONTRIBUTIONS, 1.0)
+    assert "τ=" not in notices[-1].message
+    balance = admin.balance(analyst)
+    assert (balance["spent_epsilon"], balance["spent_delta"]) == (1.0, 0.0)
 
 
 def test_a_key_computed_from_a_private_date_is_sent_with_the_type_of_its_values(
@@ -375,10 +399,9 @@ def test_a_key_computed_from_a_private_date_is_sent_with_the_type_of_its_values(
     """Without ORDER BY the noisy table goes to the client as released, so its key column's type is the
     planner's: EXTRACT(year FROM visit_date) must be described as an integer, not as the column's
     ``date`` (psycopg could not parse '2024'), on both engines (PostgreSQL's are NUMERIC)."""
-    analyst = add_analyst_with_delta(admin, 1.0, 1e-5, prefix="datekey")
+    analyst = admin.add_analyst(1.0, prefix="datekey")
     connection = connect(analyst)
     connection.execute("SET veil.epsilon = 1")
-    connection.execute("SET veil.delta = 1e-6")
     rows = connection.execute(
         "SELECT EXTRACT(year FROM visit_date) AS year, COUNT(*) AS n FROM visits GROUP BY 1"
     ).fetchall()
@@ -513,7 +536,7 @@ def test_epsilon_above_the_policy_maximum_is_refused_and_costs_nothing(
 REFUSED = [
     pytest.param("SELECT * FROM visits", "42501", "private rows", id="select-star"),
     pytest.param("SELECT patient_id FROM visits", "42501", "private", id="private-column"),
-    pytest.param("SELECT COUNT(*) FROM visits GROUP BY visit_date", "42501", "GROUP BY", id="group-private"),
+    pytest.param("SELECT COUNT(*) FROM visits GROUP BY visit_id", "42501", "GROUP BY", id="group-private"),
     pytest.param(
         "SELECT COUNT(*) FROM visits WHERE patient_id IN (SELECT patient_id FROM patients)",
         "42501",

@@ -620,8 +620,10 @@ def test_exhausted_error_says_what_was_asked_and_what_remains(ledger: Ledger) ->
 
 
 def test_delta_overspend_is_refused(ledger: Ledger) -> None:
-    with pytest.raises(BudgetExhaustedError, match="delta"):
+    with pytest.raises(BudgetExhaustedError, match="delta") as e:
         spend(ledger, 0.1, 2e-5)
+    assert e.value.hint is not None
+    assert "δ grant (veil budget grant … --delta 1e-5)" in e.value.hint and "lower veil.delta" in e.value.hint
 
 
 def test_reserve_without_a_grant_is_refused(ledger: Ledger) -> None:

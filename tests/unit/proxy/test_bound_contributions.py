@@ -9,13 +9,15 @@ import duckdb
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sqlglot import exp
 
+from proxy.analysis.aggregates import AggregateInput
 from proxy.analysis.parse import parse_statements
 from proxy.analysis.quantities import exact_quantities
 from proxy.analysis.statements import PrivateQuery, classify
 from proxy.errors import PolicyViolationError
 from proxy.query.planning import resolve_group_domains
-from proxy.rewrite.bound_contributions import bounded_query
+from proxy.rewrite.bound_contributions import bounded_query, distinct_inputs
 from tests.unit.proxy.policy_fixture import clinic_policy
 
 # patient 1 has 5 visits (max_contributions is 3), patient 2 has 2, patient 3 has 1 with an
@@ -266,3 +268,23 @@ def test_a_key_no_answer_could_hold_is_left_out_of_the_domain(engine: duckdb.Duc
     )
     assert values == (1.0,)
     assert counts == pytest.approx({1.0: 5.0})  # the visits not at age 30; the rest form no released group
+
+
+def test_one_expression_under_two_clamps_is_two_inputs_each_clamped_by_its_own_bounds(
+    engine: duckdb.DuckDBPyConnection,
+) -> None:
+    """Names of expression inputs digest the bounds too: a sum priced for veil_clamp(age, 0, 1) must
+    never read the values clamped to [0, 100] (it once did — the name hashed the expression alone)."""
+    rows = run(engine, "SELECT SUM(veil_clamp(age, 0, 1)), SUM(veil_clamp(age, 0, 100)) FROM visits")
+    # ages 30 (3 kept), 60, 60, 150 → 100, 40; NULL skipped
+    assert rows == [(3 * 1 + 2 * 1 + 1 + 1, 3 * 30 + 2 * 60 + 100 + 40)]
+
+
+def test_two_inputs_under_one_name_are_refused() -> None:
+    narrow = AggregateInput("e_same", exp.column("age"), lower=0.0, upper=1.0)
+    wide = AggregateInput("e_same", exp.column("age"), lower=0.0, upper=100.0)
+    assert distinct_inputs([narrow, narrow]) == [narrow]
+    with pytest.raises(PolicyViolationError, match="cannot be told apart"):
+        distinct_inputs([narrow, wide])
+    with pytest.raises(PolicyViolationError, match="cannot be told apart"):
+        distinct_inputs([narrow, AggregateInput("e_same", exp.column("cost"), lower=0.0, upper=1.0)])

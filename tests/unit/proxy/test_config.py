@@ -122,7 +122,31 @@ INVALID_DOCUMENTS: list[tuple[str, Callable[[Document], None], str]] = [
     (
         "both bounds on text",
         lambda d: _columns(d)["sex"].update(lower=0, upper=1),
-        f"{SEX}.lower: bounds are only allowed on integer and real columns",
+        f"{SEX}.lower: bounds are only allowed on integer, real and date columns",
+    ),
+    (
+        "number bounds on a date",
+        lambda d: _columns(d)["visit_date"].update(lower=0, upper=1),
+        f"{VISITS}.columns.visit_date.lower: must be a date such as 2024-01-01, got 0",
+    ),
+    (
+        "date bounds with a time",
+        lambda d: _columns(d)["visit_date"].update(
+            lower=datetime.datetime(2024, 1, 1, 12), upper=datetime.date(2025, 1, 1)
+        ),
+        f"{VISITS}.columns.visit_date.lower: a date column's bounds are dates without a time",
+    ),
+    (
+        "date bounds reversed",
+        lambda d: _columns(d)["visit_date"].update(
+            lower=datetime.date(2025, 1, 1), upper=datetime.date(2024, 1, 1)
+        ),
+        f"{VISITS}.columns.visit_date.upper: upper must be greater than lower",
+    ),
+    (
+        "date bounds on a number",
+        lambda d: _columns(d)["age"].update(lower=datetime.date(2024, 1, 1)),
+        f"{AGE}.lower: must be an integer or a number, got datetime.date(2024, 1, 1)",
     ),
     ("unknown type", _set(f"{AGE}.type", "timestamp"), f"{AGE}.type: must be one of integer, real, text"),
     ("missing type", _delete(f"{AGE}.type"), f"{AGE}.type: is required"),
@@ -379,6 +403,20 @@ def test_parses_valid_document(tmp_path: Path) -> None:
     sex = visits.column("sex")
     assert sex is not None
     assert (sex.public, sex.values) == (True, ("female", "male"))
+
+
+def test_a_date_column_takes_dates_as_bounds(tmp_path: Path) -> None:
+    document = valid_document()
+    _columns(document)["visit_date"].update(
+        lower=datetime.date(2024, 1, 1), upper=datetime.date(2025, 12, 31)
+    )
+    visits = parse(document, tmp_path).dataset("demo").table("visits")
+    column = visits.column("visit_date")
+    assert (column.type, column.lower, column.upper) == (
+        ColumnType.DATE,
+        datetime.date(2024, 1, 1),
+        datetime.date(2025, 12, 31),
+    )
 
 
 def test_row_privacy_unit_means_one_row_per_person(tmp_path: Path) -> None:

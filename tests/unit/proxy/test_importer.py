@@ -213,8 +213,39 @@ def test_rejects_bad_bounds(
         import_patients(config_path, csv_source, bounds={"age": bounds})
 
 
+def test_a_date_column_takes_dates_as_bounds(config_path: Path, csv_source: Path) -> None:
+    first, last = datetime.date(2024, 1, 1), datetime.date(2025, 12, 31)
+    policy = import_patients(config_path, csv_source, bounds={"seen_at": (first, last)})
+    assert (policy.columns["seen_at"].lower, policy.columns["seen_at"].upper) == (first, last)
+
+
+@pytest.mark.parametrize(
+    ("column", "bounds", "message"),
+    [
+        pytest.param("seen_at", (0.0, 1.0), 'column "seen_at" is a date; its bounds are dates', id="numbers"),
+        pytest.param(
+            "seen_at",
+            (datetime.date(2025, 1, 1), datetime.date(2024, 1, 1)),
+            "upper must be greater than lower",
+            id="reversed",
+        ),
+        pytest.param(
+            "age",
+            (datetime.date(2024, 1, 1), datetime.date(2025, 1, 1)),
+            'column "age" is integer; its bounds are numbers',
+            id="dates-on-a-number",
+        ),
+    ],
+)
+def test_rejects_bad_date_bounds(
+    config_path: Path, csv_source: Path, column: str, bounds: tuple[object, object], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        import_patients(config_path, csv_source, bounds={column: bounds})  # type: ignore[dict-item]
+
+
 def test_rejects_bounds_on_text_column(config_path: Path, csv_source: Path) -> None:
-    with pytest.raises(ConfigError, match="bounds apply only to integer and real columns"):
+    with pytest.raises(ConfigError, match="bounds apply only to integer, real and date columns"):
         import_patients(config_path, csv_source, bounds={"sex": (0, 1)})
 
 
@@ -360,9 +391,13 @@ def test_rejects_malformed_public_option(text: str) -> None:
 def test_parses_bounds_option() -> None:
     assert parse_bounds_option("age=0:100") == ("age", (0.0, 100.0))
     assert parse_bounds_option("delta=-1.5:2.5e3") == ("delta", (-1.5, 2500.0))
+    assert parse_bounds_option("day=2024-01-01:2025-12-31") == (
+        "day",
+        (datetime.date(2024, 1, 1), datetime.date(2025, 12, 31)),
+    )
 
 
-@pytest.mark.parametrize("text", ["age", "age=0-100", "age=:100", "=0:1", "age=a:b"])
+@pytest.mark.parametrize("text", ["age", "age=0-100", "age=:100", "=0:1", "age=a:b", "day=2024-01-01:5"])
 def test_rejects_malformed_bounds_option(text: str) -> None:
     with pytest.raises(ConfigError, match="expected COLUMN=LOWER:UPPER"):
         parse_bounds_option(text)

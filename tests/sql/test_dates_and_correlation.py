@@ -1,0 +1,519 @@
+"""Dates and correlation (issue 18, part C), table-driven, on DuckDB and PostgreSQL.
+
+The same 12,000 events of 6,000 people (two each, ``max_contributions = 2``, so no person is ever scaled)
+live in a DuckDB file and in a PostgreSQL schema; every value lies inside its declared bounds, so the
+exact answer of each query is what the engine's own SQL computes over the rows. Each accepted shape runs
+through the query service at a large ε with a seeded RandomSource and is checked for
+
+* its price: the ε split the NOTICE states (quantity by quantity), what the ledger was charged (ε, and no δ),
+  and the sensitivities ``veil explain`` gives for those quantities;
+* its accuracy against the exact answer;
+* its types: dates come back as dates, integers as integers.
+
+Each refusal is checked for its SQLSTATE, message and hint, and for spending nothing. Tests that take
+``backend`` run twice: ``[duckdb]`` always, ``[postgres]`` (marked ``postgres``) on the server of
+``tests/conftest.py`` — skipped when it is unreachable, unless ``VEIL_REQUIRE_POSTGRES=1``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import random
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import psycopg
+import pytest
+import tomli_w
+from click.testing import CliRunner
+
+from budget.ledger import Ledger
+from budget.loss import PrivacyLoss
+from proxy.backends.base import Backend
+from proxy.backends.duckdb import DuckDBBackend
+from proxy.backends.postgres import PostgresBackend
+from proxy.cli.main import main as veil_main
+from proxy.config import ColumnType, DatasetPolicy, load_config, parse_config
+from proxy.errors import PolicyViolationError, ProxyError
+from proxy.query.explain import explain_query
+from proxy.query.service import Principal, QueryService, StatementOutcome
+from proxy.settings import SessionSettings
+from proxy.wire.scram import make_scram_verifier
+from tests.conftest import Demo, schema_in
+
+ALICE = Principal("alice")
+EPSILON = 100.0  # large: the checks are about the price and the arithmetic, not the noise
+FIRST, LAST = datetime.date(2024, 1, 1), datetime.date(2025, 12, 31)
+
+POLICY = """
+[datasets.shop]
+path = "shop.duckdb"
+default_epsilon = 1.0
+max_epsilon = 100.0
+
+[datasets.shop.tables.events]
+privacy_unit = "pid"
+max_contributions = 2
+
+[datasets.shop.tables.events.columns]
+pid = { type = "integer" }
+day = { type = "date", lower = 2024-01-01, upper = 2025-12-31 }
+undated = { type = "date" }
+x = { type = "real", lower = 0, upper = 10 }
+y = { type = "real", lower = 0, upper = 25 }
+n = { type = "integer", lower = 0, upper = 100 }
+note = { type = "text" }
+region = { type = "text", public = true, values = ["north", "south"] }
+"""
+
+# Row i of 12,000 belongs to person i // 2. Every day of the two years occurs (7 and 731 are coprime);
+# y = x + u with u in [0, 15) gives a correlation near 0.55; y is NULL on every 11th row and x on every
+# 13th, so the pairs of CORR and REGR_* are fewer than the rows.
+ROWS = 12_000
+DUCKDB_EVENTS = f"""
+CREATE TABLE events AS SELECT
+    i // 2 AS pid,
+    DATE '2024-01-01' + ((i * 7) % 731)::INTEGER AS day,
+    DATE '2024-01-01' + ((i * 7) % 731)::INTEGER AS undated,
+    CASE WHEN i % 13 = 0 THEN NULL ELSE ((i * 37) % 1000) / 100.0 END::DOUBLE AS x,
+    CASE WHEN i % 11 = 0 THEN NULL ELSE ((i * 37) % 1000) / 100.0 + ((i * 53) % 1500) / 100.0 END::DOUBLE AS y,
+    (i * 17) % 101 AS n,
+    'x' AS note,
+    CASE WHEN (i // 2) % 3 = 0 THEN 'north' ELSE 'south' END AS region
+FROM range({ROWS}) t(i)
+"""
+POSTGRES_EVENTS = f"""
+CREATE TABLE events AS SELECT
+    i / 2 AS pid,
+    DATE '2024-01-01' + ((i * 7) % 731)::int AS day,
+    DATE '2024-01-01' + ((i * 7) % 731)::int AS undated,
+    (CASE WHEN i % 13 = 0 THEN NULL ELSE ((i * 37) % 1000) / 100.0 END)::double precision AS x,
+    (CASE WHEN i % 11 = 0 THEN NULL ELSE ((i * 37) % 1000) / 100.0 + ((i * 53) % 1500) / 100.0 END)::double precision AS y,
+    (i * 17) % 101 AS n,
+    'x'::text AS note,
+    CASE WHEN (i / 2) % 3 = 0 THEN 'north' ELSE 'south' END AS region
+FROM generate_series(0::bigint, {ROWS - 1}) AS t(i)
+"""
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One backend holding the events and the policy that points at it. The exact answers are asked of
+    the service's own backend, directly."""
+
+    name: str
+    dataset: DatasetPolicy
+    make_backend: Callable[[], Backend]
+
+
+@pytest.fixture(scope="module")
+def duckdb_engine(tmp_path_factory: pytest.TempPathFactory) -> Engine:
+    directory = tmp_path_factory.mktemp("shop")
+    path = directory / "shop.duckdb"
+    with duckdb.connect(str(path)) as connection:
+        connection.execute(DUCKDB_EVENTS)
+    dataset = parse_config(POLICY, path=directory / "veil.toml").dataset("shop")
+    assert dataset is not None
+    return Engine("duckdb", dataset, lambda: DuckDBBackend(path))
+
+
+@pytest.fixture(scope="module")
+def postgres_engine(postgres_dsn: str) -> Iterator[Engine]:
+    with schema_in(postgres_dsn) as schema:
+        with psycopg.connect(postgres_dsn, autocommit=True) as connection:
+            connection.execute(f"SET search_path TO {schema}")
+            connection.execute(POSTGRES_EVENTS)  # type: ignore[arg-type]
+        location = 'backend = "postgres"\n' + tomli_w.dumps({"dsn": postgres_dsn, "schema": schema})
+        text = POLICY.replace('path = "shop.duckdb"\n', location)
+        dataset = parse_config(text, path=Path("/nonexistent/veil.toml")).dataset("shop")
+        assert dataset is not None and dataset.dsn is not None
+        dsn = dataset.dsn
+        yield Engine("postgres", dataset, lambda: PostgresBackend(dsn, schema=schema, pool_size=2))
+
+
+@pytest.fixture(params=["duckdb", pytest.param("postgres", marks=pytest.mark.postgres)])
+def engine(request: pytest.FixtureRequest) -> Engine:
+    return request.getfixturevalue(f"{request.param}_engine")  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Ledger:
+    ledger = Ledger.create(tmp_path / "ledger.sqlite")
+    ledger.add_analyst("alice", make_scram_verifier("secret", iterations=1))
+    ledger.grant("alice", "shop", PrivacyLoss(1000.0, 1e-5))
+    return ledger
+
+
+@pytest.fixture
+def service(engine: Engine, ledger: Ledger) -> Iterator[QueryService]:
+    backend, sandbox = engine.make_backend(), DuckDBBackend.sandbox()
+    try:
+        yield QueryService(
+            engine.dataset, backend=backend, sandbox=sandbox, ledger=ledger, rng=random.Random(18)
+        )
+    finally:
+        backend.close()
+        sandbox.close()
+
+
+def run(service: QueryService, sql: str, epsilon: float = EPSILON) -> StatementOutcome:
+    (tree,) = service.parse(sql)
+    return service.run(tree, principal=ALICE, settings=SessionSettings({"veil.epsilon": f"{epsilon:g}"}))
+
+
+def close(noisy: Any, exact: Any, tolerance: float) -> bool:
+    if isinstance(exact, datetime.date):
+        return isinstance(noisy, datetime.date) and abs((noisy - exact).days) <= tolerance
+    return noisy is not None and abs(float(noisy) - float(exact)) <= tolerance
+
+
+# --- accepted shapes --------------------------------------------------------------------------------------
+
+PAIRS = "count(x | y), sum(y | x), sum(x | y)"
+SQUARES = "sum_squares(y | x), sum_squares(x | y)"
+
+
+@dataclass(frozen=True)
+class Shape:
+    """An accepted query, the engine SQL of its exact answer (same columns, same row order), the NOTICE's
+    split (``(quantity, sensitivity)`` in order; each gets EPSILON / len), each column's tolerance and type."""
+
+    sql: str
+    exact: str
+    split: tuple[tuple[str, float], ...]
+    tolerances: tuple[float, ...]
+    types: tuple[ColumnType, ...]
+    rows: int = 1
+    exact_by_engine: dict[str, str] = field(default_factory=dict)
+
+
+CORRELATION_SPLIT = (  # spec §7: six noisy sums, ε/6 each; sensitivities from §2.2 (L = 2)
+    ("count(x | y)", 2.0),  # L
+    ("sum(x | y)", 20.0),  # L · max |x|
+    ("sum(y | x)", 50.0),  # L · max |y| = 2 · 25
+    ("sum_squares(x | y)", 200.0),  # L · max x²
+    ("sum_squares(y | x)", 1250.0),  # L · max y²
+    ("sum(x * y)", 500.0),  # L · max |corner product| = 2 · 10 · 25
+)
+R, D, N = ColumnType.REAL, ColumnType.DATE, ColumnType.INTEGER
+
+SHAPES = {
+    "corr-covar-regr": Shape(
+        "SELECT CORR(y, x), COVAR_POP(y, x), COVAR_SAMP(y, x), REGR_SLOPE(y, x), REGR_INTERCEPT(y, x),"
+        " REGR_R2(y, x) FROM events",
+        "SELECT CORR(y, x), COVAR_POP(y, x), COVAR_SAMP(y, x), REGR_SLOPE(y, x), REGR_INTERCEPT(y, x),"
+        " REGR_R2(y, x) FROM events",
+        CORRELATION_SPLIT,
+        (0.005, 0.05, 0.05, 0.005, 0.05, 0.005),
+        (R, R, R, R, R, R),
+    ),
+    "corr-either-order-shares-its-sums": Shape(
+        "SELECT CORR(x, y), CORR(y, x) FROM events",
+        "SELECT CORR(x, y), CORR(y, x) FROM events",
+        CORRELATION_SPLIT,
+        (0.005, 0.005),
+        (R, R),
+    ),
+    "covar-alone-needs-four-sums": Shape(
+        "SELECT COVAR_POP(y, x) FROM events WHERE n < 50",
+        "SELECT COVAR_POP(y, x) FROM events WHERE n < 50",
+        (("count(x | y)", 2.0), ("sum(x | y)", 20.0), ("sum(y | x)", 50.0), ("sum(x * y)", 500.0)),
+        (0.05,),
+        (R,),
+    ),
+    "slope-needs-five-sums": Shape(
+        "SELECT REGR_SLOPE(y, x), REGR_INTERCEPT(y, x) FROM events",
+        "SELECT REGR_SLOPE(y, x), REGR_INTERCEPT(y, x) FROM events",
+        (
+            ("count(x | y)", 2.0),
+            ("sum(x | y)", 20.0),
+            ("sum(y | x)", 50.0),
+            ("sum_squares(x | y)", 200.0),
+            ("sum(x * y)", 500.0),
+        ),
+        (0.005, 0.05),
+        (R, R),
+    ),
+    "regr-sums-and-counts": Shape(
+        "SELECT REGR_COUNT(y, x), REGR_AVGX(y, x), REGR_AVGY(y, x), REGR_SXX(y, x), REGR_SYY(y, x),"
+        " REGR_SXY(y, x) FROM events",
+        "SELECT REGR_COUNT(y, x), REGR_AVGX(y, x), REGR_AVGY(y, x), REGR_SXX(y, x), REGR_SYY(y, x),"
+        " REGR_SXY(y, x) FROM events",
+        CORRELATION_SPLIT,
+        (3, 0.01, 0.01, 300, 1500, 600),
+        (N, R, R, R, R, R),
+    ),
+    "corr-per-public-group-with-a-filter": Shape(
+        "SELECT region, CORR(y, x) AS r, REGR_SLOPE(y, x) AS slope FROM events WHERE n >= 10"
+        " GROUP BY region ORDER BY region",
+        "SELECT region, CORR(y, x), REGR_SLOPE(y, x) FROM events WHERE n >= 10 GROUP BY region ORDER BY region",
+        CORRELATION_SPLIT,
+        (0, 0.01, 0.01),
+        (ColumnType.TEXT, R, R),
+        rows=2,
+    ),
+    "corr-of-expressions": Shape(
+        "SELECT CORR(y * 2, veil_clamp(n, 0, 50)) FROM events",
+        "SELECT CORR(y * 2, LEAST(n, 50)) FROM events",
+        (
+            ("count(veil_clamp(n, 0, 50) | y * 2)", 2.0),
+            ("sum(veil_clamp(n, 0, 50) | y * 2)", 100.0),  # n clamped to [0, 50]: L · 50
+            ("sum(y * 2 | veil_clamp(n, 0, 50))", 100.0),  # y * 2 in [0, 50] by interval analysis
+            ("sum_squares(veil_clamp(n, 0, 50) | y * 2)", 5000.0),
+            ("sum_squares(y * 2 | veil_clamp(n, 0, 50))", 5000.0),
+            ("sum(veil_clamp(n, 0, 50) * (y * 2))", 5000.0),
+        ),
+        (0.01,),
+        (R,),
+    ),
+    "date-min-max-percentiles": Shape(
+        "SELECT MIN(day), MAX(day), MEDIAN(day), PERCENTILE_DISC(0.25) WITHIN GROUP (ORDER BY day),"
+        " PERCENTILE_CONT(0.9) WITHIN GROUP (ORDER BY day) FROM events",
+        "SELECT MIN(day), MAX(day), quantile_disc(day, 0.5), quantile_disc(day, 0.25), quantile_disc(day, 0.9)"
+        " FROM events",
+        (
+            ("quantile(day, 0)", 5040.0),  # L · K (rank sensitivity in histogram weights)
+            ("quantile(day, 1)", 5040.0),
+            ("quantile(day, 0.5)", 5040.0),
+            ("quantile(day, 0.25)", 5040.0),
+            ("quantile(day, 0.9)", 5040.0),
+        ),
+        (0, 0, 2, 2, 2),
+        (D, D, D, D, D),
+        exact_by_engine={
+            "postgres": "SELECT MIN(day), MAX(day), percentile_disc(0.5) WITHIN GROUP (ORDER BY day),"
+            " percentile_disc(0.25) WITHIN GROUP (ORDER BY day),"
+            " percentile_disc(0.9) WITHIN GROUP (ORDER BY day) FROM events"
+        },
+    ),
+    "date-median-per-year": Shape(
+        "SELECT EXTRACT(year FROM day) AS year, COUNT(*) AS events, MEDIAN(day) AS middle FROM events"
+        " GROUP BY 1 ORDER BY 1",
+        "SELECT EXTRACT(year FROM day)::INTEGER, COUNT(*), quantile_disc(day, 0.5) FROM events GROUP BY 1 ORDER BY 1",
+        (("count(*)", 2.0), ("quantile(day, 0.5)", 5040.0)),
+        (0, 2, 2),
+        (N, N, D),
+        rows=2,
+        exact_by_engine={
+            "postgres": "SELECT EXTRACT(year FROM day)::int, COUNT(*), percentile_disc(0.5) WITHIN GROUP"
+            " (ORDER BY day) FROM events GROUP BY 1 ORDER BY 1"
+        },
+    ),
+    "group-by-month": Shape(
+        "SELECT date_trunc('month', day) AS month, COUNT(*) AS events FROM events GROUP BY 1 ORDER BY 1",
+        "SELECT CAST(date_trunc('month', day) AS DATE), COUNT(*) FROM events GROUP BY 1 ORDER BY 1",
+        (("count(*)", 2.0),),
+        (0, 2),
+        (D, N),
+        rows=24,
+    ),
+    "group-by-day-and-region": Shape(
+        "SELECT day, region, COUNT(*) FROM events WHERE day >= '2025-12-01' GROUP BY day, region"
+        " HAVING COUNT(*) > 0 ORDER BY day, region",
+        "SELECT day, region, COUNT(*) FROM events WHERE day >= '2025-12-01' GROUP BY day, region"
+        " ORDER BY day, region",
+        (("count(*)", 2.0),),
+        (0, 0, 2),
+        (D, ColumnType.TEXT, N),
+        rows=62,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_each_shape_is_answered_priced_and_accurate(
+    name: str, engine: Engine, service: QueryService, ledger: Ledger
+) -> None:
+    shape = SHAPES[name]
+    outcome = run(service, shape.sql)
+    assert outcome.table is not None
+    share = f"{EPSILON / len(shape.split):.4g}"
+    split = ", ".join(f"{quantity} ε={share}" for quantity, _ in shape.split)
+    assert f"ε={EPSILON:g} ({split})" in outcome.notices[0], outcome.notices[0]
+    balance = ledger.balance("alice", "shop")
+    assert (balance.spent_epsilon, balance.spent_delta) == (pytest.approx(EPSILON), 0.0)
+    explained = explain_query(engine.dataset, shape.sql, backend=service.backend, epsilon=EPSILON)
+    assert [(m.quantity, m.sensitivity) for m in explained.measurements] == list(shape.split)
+
+    assert [column.type for column in outcome.table.columns] == list(shape.types)
+    expected = service.backend.execute(shape.exact_by_engine.get(engine.name, shape.exact))[1]
+    assert len(outcome.table.rows) == len(expected) == shape.rows
+    for noisy_row, exact_row in zip(outcome.table.rows, expected, strict=True):
+        for noisy, exact, tolerance in zip(noisy_row, exact_row, shape.tolerances, strict=True):
+            if tolerance == 0 and not isinstance(exact, datetime.date):
+                assert noisy == (int(exact) if isinstance(noisy, int) else exact), (noisy_row, exact_row)
+            else:
+                assert close(noisy, exact, tolerance), (noisy_row, exact_row)
+
+
+def test_results_lie_in_their_valid_ranges_even_at_a_small_epsilon(service: QueryService) -> None:
+    """At ε = 0.05 over 3 people the noisy sums are nonsense, but CORR stays in [-1, 1] and R² in [0, 1]
+    (or NULL, with a notice saying why): post-processing of noisy values and public bounds only."""
+    sql = "SELECT region, CORR(y, x) AS r, REGR_R2(y, x) AS r2 FROM events WHERE pid < 3 GROUP BY region"
+    seen = []
+    for seed in range(20):
+        service.rng = random.Random(seed)
+        outcome = run(service, sql.replace("pid < 3", f"pid < 3 AND n <= {100 + seed}"), epsilon=0.05)
+        assert outcome.table is not None
+        for _, r, r2 in outcome.table.rows:
+            assert r is None or -1 <= r <= 1
+            assert r2 is None or 0 <= r2 <= 1
+            seen.append((r, r2))
+        if any(r is None for _, r, _ in outcome.table.rows):
+            assert any("corr(y, x) is NULL in" in notice for notice in outcome.notices), outcome.notices
+    assert any(r is not None for r, _ in seen) and any(r is None for r, _ in seen)
+
+
+def test_dates_keep_their_type_through_post_processing(service: QueryService) -> None:
+    outcome = run(
+        service,
+        "SELECT region, MAX(day) - MIN(day) AS span, MIN(day) AS first FROM events GROUP BY region"
+        " HAVING MIN(day) < DATE '2024-02-01' ORDER BY first, region",
+    )
+    assert outcome.table is not None
+    assert [row[0] for row in outcome.table.rows] == ["north", "south"]
+    for _, span, first in outcome.table.rows:
+        assert first == FIRST and span == (LAST - FIRST).days
+
+
+# --- refusals ---------------------------------------------------------------------------------------------
+
+REFUSALS = {
+    "sum-of-a-date": (
+        "SELECT SUM(day) FROM events",
+        'SUM("day") needs a numeric column',
+        "a date column answers",
+    ),
+    "avg-of-a-date": ("SELECT AVG(day) FROM events", 'AVG("day") needs a numeric column', "MIN, MAX, MEDIAN"),
+    "quantile-of-an-unbounded-date": (
+        "SELECT MAX(undated) FROM events",
+        'QUANTILE("undated") needs declared bounds',
+        "declare lower and upper dates for column undated",
+    ),
+    "quantile-of-a-date-expression": (
+        "SELECT MIN(day + 1) FROM events",
+        "QUANTILE(day + 1): only a date column itself is answered",
+        "a date column answers",
+    ),
+    "keys-of-an-unbounded-date": (
+        "SELECT date_trunc('month', undated), COUNT(*) FROM events GROUP BY 1",
+        "GROUP BY DATE_TRUNC('MONTH', undated): the keys are not public",
+        "declare lower and upper dates for undated",
+    ),
+    "corr-of-text": ("SELECT CORR(y, note) FROM events", 'CORR("note") needs a numeric column', "COUNT"),
+    "corr-of-an-unbounded-column": (
+        "SELECT CORR(y, pid) FROM events",
+        'CORR("pid") needs declared bounds',
+        "declare lower and upper for column pid",
+    ),
+    "corr-of-a-date": (
+        "SELECT CORR(y, day) FROM events",
+        'CORR("day") needs a numeric column',
+        "a date column",
+    ),
+    "covar-of-an-unbounded-expression": (
+        "SELECT COVAR_POP(y, pid * 2) FROM events",
+        "COVAR_POP(pid * 2): the range of the expression cannot be derived",
+        "veil_clamp(pid * 2, lower, upper)",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(REFUSALS))
+def test_each_refusal_says_what_is_wrong_and_spends_nothing(
+    name: str, service: QueryService, ledger: Ledger
+) -> None:
+    sql, message, hint = REFUSALS[name]
+    with pytest.raises(PolicyViolationError) as raised:
+        run(service, sql)
+    error: ProxyError = raised.value
+    assert (error.sqlstate, error.message) == ("42501", error.message)
+    assert message in error.message, error.message
+    assert hint in (error.hint or ""), error.hint
+    assert ledger.history("alice") == []
+
+
+# --- the demo ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
+    directory = tmp_path_factory.mktemp("demo") / "demo"
+    result = CliRunner().invoke(veil_main, ["init-demo", str(directory), "--people", "2000"])
+    assert result.exit_code == 0, result.output
+    assert "has ε = 10 and δ = 1e-05 on dataset 'demo'" in result.output
+    return Demo(directory)
+
+
+@pytest.fixture
+def demo_service(demo: Demo, tmp_path: Path) -> Iterator[tuple[QueryService, Ledger]]:
+    """alice on a copy of the demo's ledger (so each test starts from the grant init-demo wrote)."""
+    ledger_path = tmp_path / "ledger.sqlite"
+    shutil.copy(demo.ledger, ledger_path)
+    ledger = Ledger.open(ledger_path)
+    dataset = load_config(demo.config).dataset("demo")
+    assert dataset is not None
+    backend, sandbox = DuckDBBackend(demo.database), DuckDBBackend.sandbox()
+    try:
+        yield (
+            QueryService(dataset, backend=backend, sandbox=sandbox, ledger=ledger, rng=random.Random(5)),
+            ledger,
+        )
+    finally:
+        backend.close()
+        sandbox.close()
+        ledger.close()
+
+
+def demo_run(service: QueryService, sql: str, **settings: str) -> StatementOutcome:
+    (tree,) = service.parse(sql)
+    return service.run(tree, principal=ALICE, settings=SessionSettings(settings))
+
+
+def test_the_demo_groups_visits_by_month_and_year_without_delta(
+    demo_service: tuple[QueryService, Ledger],
+) -> None:
+    service, ledger = demo_service
+    months = demo_run(
+        service, "SELECT date_trunc('month', visit_date) AS month, COUNT(*) FROM visits GROUP BY 1"
+    )
+    assert months.table is not None
+    assert [row[0] for row in months.table.rows] == [
+        datetime.date(year, month, 1) for year in (2024, 2025) for month in range(1, 13)
+    ]
+    years = demo_run(service, "SELECT EXTRACT(year FROM visit_date) AS year, COUNT(*) FROM visits GROUP BY 1")
+    assert years.table is not None and [row[0] for row in years.table.rows] == [2024, 2025]
+    assert all("τ=" not in notice for notice in (*months.notices, *years.notices))
+    assert ledger.balance("alice", "demo").spent_delta == 0
+
+
+def test_the_demo_answers_the_first_and_last_visit_as_dates(
+    demo_service: tuple[QueryService, Ledger],
+) -> None:
+    service, _ = demo_service
+    sql = "SELECT MIN(visit_date), MEDIAN(visit_date), MAX(visit_date) FROM visits"
+    outcome = demo_run(service, sql, **{"veil.epsilon": "1"})
+    assert outcome.table is not None
+    assert [column.type for column in outcome.table.columns] == [ColumnType.DATE] * 3
+    (row,) = outcome.table.rows
+    assert all(isinstance(value, datetime.date) and FIRST <= value <= LAST for value in row)
+
+
+def test_the_demo_hint_for_keys_from_the_data_leads_to_an_answer(
+    demo_service: tuple[QueryService, Ledger],
+) -> None:
+    """The issue's complaint: the hint sent the analyst to SET veil.delta, which then failed for want of a
+    δ grant. alice now has one, and the hint says that δ needs a grant."""
+    service, ledger = demo_service
+    sql = "SELECT visit_id % 2 AS parity, COUNT(*) FROM visits GROUP BY 1"
+    with pytest.raises(PolicyViolationError, match="the keys are not public") as refused:
+        demo_run(service, sql)
+    hint = refused.value.hint or ""
+    assert "SET veil.delta = 1e-6" in hint and "δ grant" in hint
+    outcome = demo_run(service, sql, **{"veil.delta": "1e-6", "veil.epsilon": "1"})
+    assert outcome.table is not None and sorted(row[0] for row in outcome.table.rows) == [0, 1]
+    assert ledger.balance("alice", "demo").spent_delta == pytest.approx(1e-6)
