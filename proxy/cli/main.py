@@ -18,8 +18,9 @@ import logging
 import math
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -45,6 +46,9 @@ from proxy.config import POSTGRES, ColumnPolicy, DatasetPolicy, TablePolicy, Vei
 from proxy.errors import ConfigError
 from proxy.ledger_access import accountants, dataset_accountant, describe_ledger, mask_dsn, open_ledger
 from proxy.wire.scram import make_scram_verifier
+
+if TYPE_CHECKING:  # imported when the command runs: duckdb and psycopg load slowly
+    from proxy.cli.importer import ImportPlan
 
 DEMO_ANALYST = "alice"
 DEMO_PASSWORD = "veil-demo"
@@ -376,7 +380,7 @@ def import_command(
     )
 
 
-def _import_record(plan: Any, *, dry_run: bool) -> dict[str, Any]:
+def _import_record(plan: ImportPlan, *, dry_run: bool) -> dict[str, Any]:
     """``veil import --json``: what was (or, with --dry-run, would be) imported and declared."""
     from proxy.cli.import_policy import entry_json
 
@@ -401,7 +405,7 @@ def _import_record(plan: Any, *, dry_run: bool) -> dict[str, Any]:
     }
 
 
-def _print_import_plan(plan: Any) -> None:
+def _print_import_plan(plan: ImportPlan) -> None:
     source = plan.source
     dialect = f", delimiter {source.delimiter!r}, {source.encoding}" if source.format == "CSV" else ""
     click.echo(
@@ -430,7 +434,7 @@ def _rows(count: int) -> str:
     return f"{count} row" if count == 1 else f"{count} rows"
 
 
-def _column_role(entry: dict[str, Any], name: str, column: dict[str, Any]) -> str:
+def _column_role(entry: Mapping[str, Any], name: str, column: Mapping[str, Any]) -> str:
     roles = []
     if entry.get("public"):
         roles.append("lookup key" if entry.get("key") == name else "public (lookup table)")
