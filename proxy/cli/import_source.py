@@ -53,9 +53,17 @@ _EMPTY_HINT = (
     "check that this is the file you meant: a CSV file needs a header line naming its columns, then rows"
 )
 _QUOTE_HINT = (
-    "close the quote: a field that contains the delimiter, a quote or a line break is written in double quotes, "
-    'and a quote inside it is doubled ("")'
+    "a field that starts with a quote ends at the next lone quote, right before the delimiter or the line's "
+    "end: write a field that contains the delimiter, a quote or a line break whole in double quotes, each "
+    'quote inside it doubled ("")'
 )
+
+
+def quiet(connection: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """The connection, without the progress bar DuckDB draws on standard output for a statement over 2 s
+    (even into a pipe, where it would break ``veil import --json > plan.json`` on a large file)."""
+    connection.execute("SET enable_progress_bar = false")
+    return connection
 
 
 def quote_identifier(name: str) -> str:
@@ -285,12 +293,7 @@ def _refusal(source: SourceFile, text: str) -> ConfigError:
     where = f"line {line}: " if line is not None else ""
     reason = where + _reason(text)
     if "unterminated quote" in text:
-        begins = _original_line(text)
-        return ConfigError(
-            f"{path}: {'line ' + str(line) + ' has' if line else 'there is'} a quote that never closes",
-            detail=f"the line begins: {begins}" if begins else reason,
-            hint=_QUOTE_HINT,
-        )
+        return _quote_refusal(path, line, _original_line(text), reason)
     if _is_encoding_error(text):
         return ConfigError(
             f"{path}: cannot be read as {source.encoding or DEFAULT_ENCODING} text",
@@ -298,6 +301,20 @@ def _refusal(source: SourceFile, text: str) -> ConfigError:
             hint=_encoding_hint(source),
         )
     return ConfigError(f"{path}: cannot be read as {source.format}", detail=reason, hint=_hint(source, text))
+
+
+def _quote_refusal(path: Path, line: int | None, original: str, reason: str) -> ConfigError:
+    """DuckDB says "unterminated quote" both for a quote that never closes and for text after a closing
+    quote (``1,"abc" def``); an even number of quotes on the line tells the second."""
+    where = f"line {line}" if line is not None else "a line"
+    if original and original.count('"') % 2 == 0:
+        problem = f"{where} has text after the quote that closes a field"
+    else:
+        problem = f"{where} has a quote that never closes"
+    begins = original if len(original) <= 60 else original[:57] + "..."
+    return ConfigError(
+        f"{path}: {problem}", detail=f"the line begins: {begins}" if begins else reason, hint=_QUOTE_HINT
+    )
 
 
 def _encoding_hint(source: SourceFile) -> str:
@@ -342,6 +359,5 @@ def _reason(text: str) -> str:
 def _original_line(text: str) -> str:
     for line in text.splitlines():
         if line.startswith("Original Line:"):
-            content = line.removeprefix("Original Line:").strip()
-            return content if len(content) <= 60 else content[:57] + "..."
+            return line.removeprefix("Original Line:").strip()
     return ""

@@ -45,6 +45,7 @@ from proxy.cli.import_source import (
     SourceFile,
     describe,
     open_source,
+    quiet,
     quote_identifier,
     require_rows,
     summarize,
@@ -196,7 +197,7 @@ def plan_import(
         if environ is not None and dataset_policy.backend == POSTGRES
         else None
     )
-    with duckdb.connect() as scratch:  # reads the file without touching the dataset
+    with quiet(duckdb.connect()) as scratch:  # reads the file without touching the dataset
         file = open_source(scratch, source, encoding=encoding)
         found = _file_columns(file, describe(scratch, file))
         if file.format == CSV:
@@ -378,7 +379,7 @@ def _connect(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     if not path.parent.is_dir():
         raise ConfigError(f"{path}: the dataset's directory does not exist")
     try:
-        connection = duckdb.connect(str(path))
+        connection = quiet(duckdb.connect(str(path)))
     except duckdb.IOException as error:
         if "lock" in str(error).lower():
             raise ConfigError(
@@ -481,7 +482,7 @@ def _copy_rows(connection: psycopg.Connection[Any], plan: ImportPlan) -> None:
     statement = pgsql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
         pgsql.Identifier(plan.dataset.schema, plan.table), names
     )
-    with duckdb.connect() as scratch, connection.cursor() as cursor:
+    with quiet(duckdb.connect()) as scratch, connection.cursor() as cursor:
         try:
             result = scratch.execute(f"SELECT {select_list} FROM {reader}", parameters)
         except duckdb.Error as error:

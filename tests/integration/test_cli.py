@@ -1060,6 +1060,16 @@ def test_import_a_lookup_table_then_join_it(
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "as demo.zones: 7 rows, 2 columns, a public lookup table" in result.stdout
+    again = invoke(
+        "import", str(csv), "--config", str(copy.config), "--dataset", "demo", "--table", "zones2",
+        "--public-table", "--key", "code", "--json",
+    )  # fmt: skip
+    assert again.exit_code == 0, again.output
+    assert {k: json.loads(again.stdout)[k] for k in ("dry_run", "rows", "table")} == {
+        "dry_run": False,
+        "rows": 7,
+        "table": "zones2",
+    }
     newcomer = Admin(copy.config).add_analyst(1.0, prefix="importer")
     server = serve(copy.config)
     with psycopg.connect(server.conninfo(newcomer), prepare_threshold=None, autocommit=True) as connection:

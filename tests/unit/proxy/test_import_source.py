@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from proxy.cli import main as cli
-from proxy.cli.import_source import ENCODINGS
+from proxy.cli.import_source import ENCODINGS, quiet
 from proxy.cli.importer import import_table, plan_import
 from proxy.config import TablePolicy, write_document
 from proxy.errors import ConfigError
@@ -84,6 +84,12 @@ def test_refuses_an_unclosed_quote_past_the_rows_the_sniffer_samples(
 def test_refuses_an_unclosed_quote_in_a_one_column_file(config_path: Path, tmp_path: Path) -> None:
     error = refused(config_path, csv_file(tmp_path, 'note\n"abc\ndef\n'))
     assert error.message.endswith("line 2 has a quote that never closes")
+
+
+def test_refuses_text_after_the_quote_that_closes_a_field(config_path: Path, tmp_path: Path) -> None:
+    error = refused(config_path, csv_file(tmp_path, 'id,note\n1,"abc" def\n2,x\n'))
+    assert error.message.endswith("people.csv: line 2 has text after the quote that closes a field")
+    assert error.detail == 'the line begins: 1,"abc" def'
 
 
 def test_a_quote_inside_a_field_is_an_ordinary_character(config_path: Path, tmp_path: Path) -> None:
@@ -207,3 +213,9 @@ def test_refuses_an_encoding_for_parquet(config_path: Path, tmp_path: Path) -> N
 def test_the_command_line_offers_exactly_the_encodings_duckdb_reads() -> None:
     option = next(p for p in cli.import_command.params if p.name == "encoding")
     assert tuple(option.type.choices) == ENCODINGS  # type: ignore[attr-defined]
+
+
+def test_reads_without_drawing_duckdbs_progress_bar_on_standard_output() -> None:
+    """DuckDB draws it for a statement over 2 s even into a pipe, breaking `veil import --json > file`."""
+    with quiet(duckdb.connect()) as connection:
+        assert connection.execute("SELECT current_setting('enable_progress_bar')").fetchall() == [(False,)]
