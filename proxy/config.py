@@ -972,14 +972,25 @@ def load_config(path: Path) -> VeilConfig:
 
 
 def read_document(path: Path) -> dict[str, Any]:
-    """The raw TOML document, for commands that edit the policy (``veil import``)."""
+    """The raw TOML document, for code that rewrites the whole policy (``veil init-demo``, tests)."""
+    return tomllib.loads(read_policy_text(path))
+
+
+def read_policy_text(path: Path) -> str:
+    """The policy file's text, checked to be a valid policy first — for commands that edit it in place,
+    keeping its comments and layout (``veil import``)."""
     load_config(path)
-    return tomllib.loads(path.read_text(encoding="utf-8"))
+    return path.read_text(encoding="utf-8")
 
 
 def write_document(path: Path, document: Mapping[str, Any]) -> VeilConfig:
     """Validate, then replace the file atomically so a failed edit never leaves a broken policy."""
-    text = tomli_w.dumps(dict(document))
+    return write_policy_text(path, tomli_w.dumps(dict(document)))
+
+
+def write_policy_text(path: Path, text: str) -> VeilConfig:
+    """Validate ``text`` as a policy, then replace the file with it atomically (a temporary file in the
+    same directory, renamed over it): a failed edit never leaves a broken or half-written policy."""
     config = parse_config(text, path=path)
     try:
         descriptor, temporary_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -989,6 +1000,8 @@ def write_document(path: Path, document: Mapping[str, Any]) -> VeilConfig:
     try:
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
             handle.write(text)
+        if path.exists():  # mkstemp makes the file private (0600); keep the policy file's own mode
+            temporary.chmod(path.stat().st_mode & 0o7777)
         temporary.replace(path)
     except OSError as error:
         temporary.unlink(missing_ok=True)

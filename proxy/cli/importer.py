@@ -1,48 +1,35 @@
 """``veil import``: load a CSV or Parquet file into a dataset's engine and declare it in the policy.
 
-DuckDB reads the file in every case. A ``backend = "duckdb"`` dataset gets the table in its file
-(``CREATE TABLE … AS SELECT … FROM read_csv(…)``); a ``backend = "postgres"`` dataset gets it in its
-``schema``: ``CREATE TABLE`` with the PostgreSQL types below, then the rows streamed from DuckDB
-with ``COPY … FROM STDIN (FORMAT BINARY)``, all in one transaction (DuckDB's own postgres extension
-would have to be downloaded, so it is not used). The PostgreSQL user of the dataset's DSN needs
-``CREATE`` on the schema for this; the server only ever needs ``SELECT``.
+DuckDB reads the file in every case (proxy/cli/import_source.py). A ``backend = "duckdb"`` dataset
+gets the table in its file (``CREATE TABLE … AS SELECT … FROM read_csv(…)``); a ``backend =
+"postgres"`` dataset gets it in its ``schema``: ``CREATE TABLE`` with the types of
+proxy/cli/import_types.py, then the rows streamed from DuckDB with ``COPY … FROM STDIN (FORMAT
+BINARY)``, all in one transaction (DuckDB's own postgres extension would have to be downloaded, so it
+is not used). The PostgreSQL user of the dataset's DSN needs ``CREATE`` on the schema for this; the
+server only ever needs ``SELECT``.
 
 The policy is never derived from the data. Which columns are public, their public values, the
 clamping bounds and ``max_contributions`` come from the administrator; the file only supplies column
 names and types. (Computing, say, the largest number of rows per person and writing it into the
-policy would publish a fact about the private data without any noise.)
+policy would publish a fact about the private data without any noise.) A public lookup table
+(``--public-table``) holds public knowledge by the administrator's declaration, so its ``--key`` is
+checked unique in the file, as every query that joins it checks it again.
 
-Order of work, so that a refusal leaves nothing half-done: validate every argument against the file's
-schema, create the table, then write the policy atomically; if the policy cannot be written, the new
-table is dropped again (PostgreSQL: the transaction that created it is rolled back; if the commit
-itself fails, the policy is put back as it was).
-
-Stored column types are canonical for their policy type, whatever the source used:
-
-=========================================  ===========  ==================  ==================
-source (DuckDB) type                       policy type  stored in DuckDB    in PostgreSQL
-=========================================  ===========  ==================  ==================
-TINYINT … BIGINT, HUGEINT, unsigned kinds  integer      BIGINT              bigint
-FLOAT, DOUBLE, DECIMAL(p, s)               real         DOUBLE              double precision
-VARCHAR, UUID, ENUM                        text         VARCHAR             text
-DATE                                       date         DATE                date
-TIMESTAMP (any precision)                  date         DATE (the day)      date (the day)
-TIMESTAMP WITH TIME ZONE                   date         DATE (the UTC day)  date (the UTC day)
-BOOLEAN                                    boolean      BOOLEAN             boolean
-=========================================  ===========  ==================  ==================
-
-Timestamps become dates because the policy has no timestamp type, and because the time of day is
-rarely needed for aggregates while it makes rows easier to single out. Other types (BLOB, LIST,
-STRUCT, TIME, INTERVAL …) are refused: drop or convert those columns before importing.
+Order of work, so that a refusal leaves nothing half-done: :func:`plan_import` checks every option
+against the file's columns, reads the whole file once (a bad value or a quote that never closes on any
+line is refused here) and checks that the policy with the new table is valid — nothing is written;
+``--dry-run`` stops there and prints the plan. :func:`apply_import` then creates the table and writes
+the policy atomically (proxy/cli/import_policy.py); if the policy cannot be written, the new table is
+dropped again (PostgreSQL: the transaction that created it is rolled back; if the commit itself
+fails, the policy file is put back as it was).
 """
 
 from __future__ import annotations
 
 import datetime
-import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -52,73 +39,87 @@ import psycopg
 from psycopg import sql as pgsql
 
 from proxy.backends.postgres import describe_dsn, with_connection_defaults
+from proxy.cli.import_policy import Bound, add_table, check_with_table, section_text, table_entry
+from proxy.cli.import_source import (
+    CSV,
+    PARQUET,
+    SourceFile,
+    describe,
+    open_source,
+    quiet,
+    quote_identifier,
+    require_rows,
+    summarize,
+    unreadable,
+)
+from proxy.cli.import_types import FileColumn, ImportColumn, needs_range, policy_type, storage
 from proxy.config import (
     IDENTIFIER,
     POSTGRES,
-    ROW_PRIVACY_UNIT,
-    ColumnType,
     DatasetPolicy,
     TablePolicy,
     VeilConfig,
     load_config,
-    read_document,
-    write_document,
+    write_policy_text,
 )
 from proxy.errors import ConfigError
 
-CSV_SUFFIXES = (".csv", ".tsv", ".txt")
-COMPRESSION_SUFFIXES = ("", ".gz", ".zst")
-PARQUET_SUFFIXES = (".parquet", ".pq")
-
 _NO_PUBLIC: Mapping[str, Sequence[str]] = MappingProxyType({})
-Bound = float | datetime.date  # a --bounds end: a number, or a date for a date column
 _NO_BOUNDS: Mapping[str, tuple[Bound, Bound]] = MappingProxyType({})
-
-_INTEGER_TYPES = frozenset(
-    {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT"}
-    | {"UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT"}
-)
-_REAL_TYPES = frozenset({"FLOAT", "DOUBLE"})
-_TEXT_TYPES = frozenset({"VARCHAR", "UUID"})
-_TIMESTAMP_TYPES = frozenset({"TIMESTAMP", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS"})
-_STORED_TYPE = {
-    ColumnType.INTEGER: "BIGINT",
-    ColumnType.REAL: "DOUBLE",
-    ColumnType.TEXT: "VARCHAR",
-    ColumnType.DATE: "DATE",
-    ColumnType.BOOLEAN: "BOOLEAN",
-}
-_POSTGRES_TYPE = {
-    ColumnType.INTEGER: "bigint",
-    ColumnType.REAL: "double precision",
-    ColumnType.TEXT: "text",
-    ColumnType.DATE: "date",
-    ColumnType.BOOLEAN: "boolean",
-}
-_COPY_TYPE = {  # the binary COPY needs each column's type; these are the types' names in pg_type
-    ColumnType.INTEGER: "int8",
-    ColumnType.REAL: "float8",
-    ColumnType.TEXT: "text",
-    ColumnType.DATE: "date",
-    ColumnType.BOOLEAN: "bool",
-}
 _COPY_BATCH_ROWS = 10_000
-_BOOLEAN_WORDS = {"true": True, "false": False}
 
 
 @dataclass(frozen=True)
-class _SourceColumn:
-    source_name: str
-    source_type: str
-    name: str
-    type: ColumnType
+class ImportPlan:
+    """Everything an import will do, checked: the file and how it is read, the columns with their
+    policy types and storage, the number of rows, and the table's policy entry."""
 
-    def select_item(self) -> str:
-        """The SQL that stores this column under its policy name, in its canonical type."""
-        column = quote_identifier(self.source_name)
-        if self.source_type == "TIMESTAMP WITH TIME ZONE":
-            column = f"timezone('UTC', {column})"
-        return f"CAST({column} AS {_STORED_TYPE[self.type]}) AS {quote_identifier(self.name)}"
+    config_path: Path
+    dataset: DatasetPolicy
+    table: str
+    source: SourceFile
+    columns: tuple[ImportColumn, ...]
+    rows: int
+    entry: Mapping[str, Any]
+    dsn: str | None = field(default=None, repr=False)  # a postgres dataset's, resolved up front
+
+    @property
+    def public_table(self) -> bool:
+        return bool(self.entry.get("public"))
+
+    def section(self) -> str:
+        """The policy section the import adds."""
+        return section_text(self.dataset.name, self.table, self.entry)
+
+
+def option_conflict(
+    *,
+    privacy_unit: str | None,
+    max_contributions: int | None,
+    public: Mapping[str, Sequence[str]],
+    public_table: bool,
+    key: str | None,
+) -> str | None:
+    """What is wrong with this combination of options, if anything (the CLI reports it as a usage
+    error, :func:`plan_import` as a ConfigError)."""
+    if public_table:
+        for given, option in ((privacy_unit, "--privacy-unit"), (max_contributions, "--max-contributions")):
+            if given is not None:
+                return f"--public-table takes no {option}: a public table's rows are not people's"
+        if public:
+            return (
+                "--public-table takes no --public: every column of a public table is public, "
+                "its values read from the table"
+            )
+        return None
+    if key is not None:
+        return "--key is only used with --public-table (the unique column private tables are joined on)"
+    if privacy_unit is None:
+        return (
+            "--privacy-unit is required: the column that names the person, or row if each row is one "
+            "person (or --public-table for a public lookup table)"
+        )
+    return None
 
 
 def import_table(
@@ -127,63 +128,120 @@ def import_table(
     dataset: str,
     table: str,
     source: Path,
-    privacy_unit: str,
+    privacy_unit: str | None = None,
     public: Mapping[str, Sequence[str]] = _NO_PUBLIC,
     bounds: Mapping[str, tuple[Bound, Bound]] = _NO_BOUNDS,
     max_contributions: int | None = None,
+    public_table: bool = False,
+    key: str | None = None,
+    encoding: str | None = None,
     environ: Mapping[str, str] = MappingProxyType({}),
 ) -> TablePolicy:
     """Load ``source`` into ``dataset`` as ``table`` and declare it in the policy; returns the new policy.
 
-    ``privacy_unit`` is ``"row"`` or the column identifying a person. ``max_contributions`` is
-    required with a privacy-unit column (rows kept per person at query time) and must be absent or
-    1 with ``"row"``. ``public`` maps a column to its public values (given as text, converted to the
-    column's type); ``bounds`` maps a numeric (or date) column to its clamping bounds ``(lower, upper)``.
-    Every other column is private. ``environ`` resolves a postgres dataset's ``dsn_env``.
-    """
-    config = load_config(config_path)
-    dataset_policy = _dataset(config, dataset)
-    table = _table_name(dataset_policy, table)
-    reader = _reader(source)
-    dsn = None
-    if dataset_policy.backend == POSTGRES:
-        dsn = dataset_policy.resolve_dsn(environ)
-    with duckdb.connect() as scratch:  # read the schema without touching the dataset's file
-        columns = _source_columns(scratch, reader, source)
-    entry = _table_entry(
-        columns,
+    See :func:`plan_import` for the options; ``environ`` resolves a postgres dataset's ``dsn_env``."""
+    plan = plan_import(
+        config_path,
+        dataset=dataset,
+        table=table,
         source=source,
         privacy_unit=privacy_unit,
         public=public,
         bounds=bounds,
         max_contributions=max_contributions,
+        public_table=public_table,
+        key=key,
+        encoding=encoding,
+        environ=environ,
     )
-    if dsn is not None:
-        written = _import_into_postgres(
-            config_path,
-            dataset_policy,
-            dsn,
-            table,
-            entry=entry,
-            reader=reader,
-            source=source,
-            columns=columns,
+    return apply_import(plan)
+
+
+def plan_import(
+    config_path: Path,
+    *,
+    dataset: str,
+    table: str,
+    source: Path,
+    privacy_unit: str | None = None,
+    public: Mapping[str, Sequence[str]] = _NO_PUBLIC,
+    bounds: Mapping[str, tuple[Bound, Bound]] = _NO_BOUNDS,
+    max_contributions: int | None = None,
+    public_table: bool = False,
+    key: str | None = None,
+    encoding: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ImportPlan:
+    """Check everything an import needs and return its plan; nothing is written, no engine contacted.
+
+    ``privacy_unit`` is ``"row"`` or the column identifying a person. ``max_contributions`` is
+    required with a privacy-unit column (rows kept per person at query time) and must be absent or
+    1 with ``"row"``. ``public`` maps a column to its public values (given as text, converted to the
+    column's type); ``bounds`` maps a numeric column to its clamping bounds ``(lower, upper)``.
+    Every other column is private. ``public_table`` declares a public lookup table instead (no
+    privacy unit), joinable on its unique ``key`` column. ``encoding`` is a CSV file's (default
+    UTF-8). With ``environ``, a postgres dataset's connection string is resolved too (not for a dry
+    run, which needs none)."""
+    conflict = option_conflict(
+        privacy_unit=privacy_unit,
+        max_contributions=max_contributions,
+        public=public,
+        public_table=public_table,
+        key=key,
+    )
+    if conflict is not None:
+        raise ConfigError(conflict)
+    dataset_policy = _dataset(load_config(config_path), dataset)
+    table = _table_name(dataset_policy, table)
+    dsn = (
+        dataset_policy.resolve_dsn(environ)
+        if environ is not None and dataset_policy.backend == POSTGRES
+        else None
+    )
+    with quiet(duckdb.connect()) as scratch:  # reads the file without touching the dataset
+        file = open_source(scratch, source, encoding=encoding)
+        found = _file_columns(file, describe(scratch, file))
+        if file.format == CSV:
+            require_rows(scratch, file)
+        entry = table_entry(
+            found,
+            source_name=source.name,
+            privacy_unit=privacy_unit,
+            max_contributions=max_contributions,
+            public=public,
+            bounds=bounds,
+            public_table=public_table,
+            key=key,
         )
-        return written.datasets[dataset_policy.name].tables[table]
-    assert dataset_policy.path is not None  # every duckdb dataset has a path
-    with _connect(dataset_policy.path) as connection:
-        if _table_exists(connection, table):
+        rows, columns = _stored_columns(scratch, file, found, backend=dataset_policy.backend)
+        if "key" in entry:
+            _check_unique_key(scratch, file, next(c for c in columns if c.name == entry["key"]))
+    check_with_table(config_path, dataset=dataset_policy.name, table=table, entry=entry)
+    return ImportPlan(config_path, dataset_policy, table, file, tuple(columns), rows, entry, dsn)
+
+
+def apply_import(plan: ImportPlan) -> TablePolicy:
+    """Create and fill the table, and declare it in the policy: both, or neither."""
+    if plan.dataset.backend == POSTGRES:
+        assert plan.dsn is not None, "plan_import resolves a postgres dataset's DSN when given environ"
+        written = _import_into_postgres(plan, plan.dsn)
+        return written.datasets[plan.dataset.name].tables[plan.table]
+    assert plan.dataset.path is not None  # every duckdb dataset has a path
+    with _connect(plan.dataset.path) as connection:
+        if _table_exists(connection, plan.table):
             raise ConfigError(
-                f'table "{table}" already exists in {dataset_policy.path}',
+                f'table "{plan.table}" already exists in {plan.dataset.path}',
                 hint="choose another table name, or drop the table first",
             )
-        _create_table(connection, table, reader=reader, source=source, columns=columns)
+        _create_table(connection, plan)
         try:
-            written = _declare(config_path, dataset_policy.name, table, entry)
+            written, _ = add_table(
+                plan.config_path, dataset=plan.dataset.name, table=plan.table, entry=plan.entry
+            )
         except BaseException:
-            connection.execute(f"DROP TABLE {quote_identifier(table)}")
+            connection.execute(f"DROP TABLE {quote_identifier(plan.table)}")
             raise
-    return written.datasets[dataset_policy.name].tables[table]
+    return written.datasets[plan.dataset.name].tables[plan.table]
 
 
 def parse_public_option(text: str) -> tuple[str, list[str]]:
@@ -216,11 +274,6 @@ def parse_bounds_option(text: str) -> tuple[str, tuple[Bound, Bound]]:
         ) from None
 
 
-def quote_identifier(name: str) -> str:
-    """Quote any text as a DuckDB identifier (double quotes, inner quotes doubled)."""
-    return '"' + name.replace('"', '""') + '"'
-
-
 def _dataset(config: VeilConfig, name: str) -> DatasetPolicy:
     policy = config.dataset(name.lower())
     if policy is None:
@@ -247,26 +300,84 @@ def _table_name(dataset: DatasetPolicy, name: str) -> str:
     return name.lower()
 
 
-def _reader(source: Path) -> str:
-    """The DuckDB table function for the file, chosen by its extension."""
-    name = source.name.lower()
-    if any(name.endswith(csv + packed) for csv in CSV_SUFFIXES for packed in COMPRESSION_SUFFIXES):
-        reader = "read_csv"
-    elif name.endswith(PARQUET_SUFFIXES):
-        reader = "read_parquet"
-    else:
+def _file_columns(file: SourceFile, described: Sequence[tuple[str, str]]) -> list[FileColumn]:
+    columns = [_file_column(file, name, source_type) for name, source_type in described]
+    seen: set[str] = set()
+    for column in columns:
+        if column.name in seen:
+            raise ConfigError(
+                f'{file.path}: two columns are both named "{column.name}" (names are case-insensitive)',
+                hint="rename one of them in the file",
+            )
+        seen.add(column.name)
+    return columns
+
+
+def _file_column(file: SourceFile, name: str, source_type: str) -> FileColumn:
+    if not IDENTIFIER.match(name):
+        header = " (the file's first line must name its columns)" if file.format == CSV else ""
         raise ConfigError(
-            f"{source}: cannot tell the file format from its extension",
-            hint="name CSV files .csv, .tsv or .txt (optionally .gz or .zst) and Parquet files .parquet or .pq",
+            f'{file.path}: column "{name}" is not a valid column name',
+            hint=f"rename it in the file{header}: letters, digits and _ only, not starting with a digit",
         )
-    if not source.is_file():
-        raise ConfigError(f"{source}: no such file")
-    return reader
+    column_type = policy_type(source_type)
+    if column_type is None:
+        raise ConfigError(
+            f'{file.path}: column "{name}" has type {source_type}, which a policy cannot declare',
+            detail="supported: integers, FLOAT, DOUBLE, DECIMAL, VARCHAR, UUID, DATE, TIMESTAMP, BOOLEAN",
+            hint="convert or drop the column before importing",
+        )
+    return FileColumn(name, source_type, name.lower(), column_type)
 
 
-def _source_sql(reader: str) -> str:
-    """The FROM item reading the file given as parameter $1 (the path is bound, never interpolated)."""
-    return "read_csv($1, auto_detect = true)" if reader == "read_csv" else "read_parquet($1)"
+def _stored_columns(
+    connection: duckdb.DuckDBPyConnection, file: SourceFile, columns: Sequence[FileColumn], *, backend: str
+) -> tuple[int, list[ImportColumn]]:
+    """Read the whole file once (every value of every column) and choose each column's storage."""
+    declared = file.format == PARQUET
+    ranged = [
+        c.source_name for c in columns if needs_range(c.source_type, backend=backend, declared=declared)
+    ]
+    summary = summarize(connection, file, columns=[c.source_name for c in columns], ranges=ranged)
+    stored = [
+        ImportColumn(
+            c.source_name,
+            c.source_type,
+            c.name,
+            c.type,
+            storage(
+                c.name,
+                c.source_type,
+                c.type,
+                backend=backend,
+                declared=declared,
+                value_range=summary.ranges.get(c.source_name),
+            ),
+        )
+        for c in columns
+    ]
+    return summary.rows, stored
+
+
+def _check_unique_key(connection: duckdb.DuckDBPyConnection, file: SourceFile, column: ImportColumn) -> None:
+    """A lookup table's key must be unique (as stored: two timestamps of one day are one date)."""
+    reader, parameters = file.reader()
+    key = quote_identifier(column.name)
+    query = (
+        f"SELECT {key}, count(*) FROM (SELECT {column.select_item()} FROM {reader}) WHERE {key} IS NOT NULL"
+        f" GROUP BY {key} HAVING count(*) > 1 ORDER BY count(*) DESC, {key} LIMIT 3"
+    )
+    try:
+        repeated = connection.execute(query, parameters).fetchall()
+    except duckdb.Error as error:
+        raise unreadable(connection, file, error) from None
+    if repeated:
+        shown = ", ".join(f"{value!s} ({count} rows)" for value, count in repeated)
+        raise ConfigError(
+            f'--key: column "{column.name}" is not unique in {file.path.name}',
+            detail=f"repeated values: {shown}",
+            hint="a lookup table's key must name one row: fix the file, or choose another --key",
+        )
 
 
 @contextmanager
@@ -274,7 +385,7 @@ def _connect(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     if not path.parent.is_dir():
         raise ConfigError(f"{path}: the dataset's directory does not exist")
     try:
-        connection = duckdb.connect(str(path))
+        connection = quiet(duckdb.connect(str(path)))
     except duckdb.IOException as error:
         if "lock" in str(error).lower():
             raise ConfigError(
@@ -294,241 +405,43 @@ def _table_exists(connection: duckdb.DuckDBPyConnection, table: str) -> bool:
     return row is not None and row[0] > 0
 
 
-def _source_columns(connection: duckdb.DuckDBPyConnection, reader: str, source: Path) -> list[_SourceColumn]:
+def _create_table(connection: duckdb.DuckDBPyConnection, plan: ImportPlan) -> None:
+    reader, parameters = plan.source.reader()
+    select_list = ", ".join(column.select_item() for column in plan.columns)
+    statement = f"CREATE TABLE {quote_identifier(plan.table)} AS SELECT {select_list} FROM {reader}"
     try:
-        described = connection.execute(
-            f"DESCRIBE SELECT * FROM {_source_sql(reader)}", [str(source)]
-        ).fetchall()
+        connection.execute(statement, parameters)
     except duckdb.Error as error:
-        raise _unreadable(source, reader, error) from None
-    columns = [_source_column(source, str(row[0]), str(row[1])) for row in described]
-    seen: set[str] = set()
-    for column in columns:
-        if column.name in seen:
-            raise ConfigError(
-                f'{source}: two columns are both named "{column.name}" (names are case-insensitive)',
-                hint="rename one of them in the file",
-            )
-        seen.add(column.name)
-    return columns
+        raise unreadable(connection, plan.source, error) from None
 
 
-def _source_column(source: Path, name: str, source_type: str) -> _SourceColumn:
-    if not IDENTIFIER.match(name):
-        raise ConfigError(
-            f'{source}: column "{name}" is not a valid column name',
-            hint="rename it in the file: letters, digits and _ only, not starting with a digit",
-        )
-    column_type = _policy_type(source_type)
-    if column_type is None:
-        raise ConfigError(
-            f'{source}: column "{name}" has type {source_type}, which a policy cannot declare',
-            detail="supported: integers, FLOAT, DOUBLE, DECIMAL, VARCHAR, UUID, DATE, TIMESTAMP, BOOLEAN",
-            hint="convert or drop the column before importing",
-        )
-    return _SourceColumn(name, source_type, name.lower(), column_type)
-
-
-def _policy_type(source_type: str) -> ColumnType | None:
-    if source_type in _INTEGER_TYPES:
-        return ColumnType.INTEGER
-    if source_type in _REAL_TYPES or source_type.startswith("DECIMAL"):
-        return ColumnType.REAL
-    if source_type in _TEXT_TYPES or source_type.startswith("ENUM("):
-        return ColumnType.TEXT
-    if source_type == "DATE" or source_type in _TIMESTAMP_TYPES or source_type == "TIMESTAMP WITH TIME ZONE":
-        return ColumnType.DATE
-    if source_type == "BOOLEAN":
-        return ColumnType.BOOLEAN
-    return None
-
-
-def _table_entry(
-    columns: Sequence[_SourceColumn],
-    *,
-    source: Path,
-    privacy_unit: str,
-    public: Mapping[str, Sequence[str]],
-    bounds: Mapping[str, tuple[Bound, Bound]],
-    max_contributions: int | None,
-) -> dict[str, Any]:
-    """The policy document's entry for the table; every argument is checked before anything is written."""
-    by_name = {column.name: column for column in columns}
-
-    def lookup(name: str, option: str) -> _SourceColumn:
-        column = by_name.get(name.lower())
-        if column is None:
-            raise ConfigError(
-                f'{option}: column "{name}" is not in {source.name}',
-                detail=f"its columns are: {', '.join(by_name)}",
-            )
-        return column
-
-    entry: dict[str, Any] = _privacy_unit_entry(privacy_unit, max_contributions, lookup)
-    declared: dict[str, dict[str, Any]] = {column.name: {"type": column.type.value} for column in columns}
-    for name, values in public.items():
-        column = lookup(name, "--public")
-        if column.name == entry["privacy_unit"]:
-            raise ConfigError(f'--public: the privacy unit column "{column.name}" cannot be public')
-        declared[column.name].update(public=True, values=_public_values(column, values))
-    for name, (lower, upper) in bounds.items():
-        column = lookup(name, "--bounds")
-        declared[column.name].update(_bounds(column, lower, upper))
-    entry["columns"] = declared
-    return entry
-
-
-def _privacy_unit_entry(
-    privacy_unit: str, max_contributions: int | None, lookup: Callable[[str, str], _SourceColumn]
-) -> dict[str, Any]:
-    if privacy_unit.lower() == ROW_PRIVACY_UNIT:
-        if max_contributions not in (None, 1):
-            raise ConfigError(
-                '--max-contributions: must be 1 (or absent) when the privacy unit is "row"',
-                detail="with privacy unit row, each row is one person",
-            )
-        return {"privacy_unit": ROW_PRIVACY_UNIT}
-    unit = lookup(privacy_unit, "--privacy-unit")
-    if max_contributions is None:
-        raise ConfigError(
-            f'--max-contributions is required when the privacy unit is the column "{unit.name}"',
-            detail="it is the number of rows kept per person at query time; it is not computed from the "
-            "data, because that would reveal the largest number of rows any one person has",
-            hint="pass --max-contributions N, e.g. a number that covers most people's rows",
-        )
-    if isinstance(max_contributions, bool) or max_contributions < 1:
-        raise ConfigError(f"--max-contributions: must be a positive integer, not {max_contributions!r}")
-    return {"privacy_unit": unit.name, "max_contributions": max_contributions}
-
-
-def _public_values(column: _SourceColumn, values: Sequence[str]) -> list[Any]:
-    converted = [_public_value(column, str(value)) for value in values]
-    if not converted:
-        raise ConfigError(f'--public: column "{column.name}" needs at least one public value')
-    if len(set(converted)) != len(converted):
-        raise ConfigError(f'--public: column "{column.name}" lists a value twice')
-    return converted
-
-
-def _public_value(column: _SourceColumn, text: str) -> str | int | float | bool | datetime.date:
-    try:
-        if column.type is ColumnType.INTEGER:
-            return int(text)
-        if column.type is ColumnType.REAL:
-            number = float(text)
-            if not math.isfinite(number):
-                raise ValueError(text)
-            return number
-        if column.type is ColumnType.BOOLEAN:
-            return _BOOLEAN_WORDS[text.lower()]
-        if column.type is ColumnType.DATE:
-            return datetime.date.fromisoformat(text)
-    except (ValueError, KeyError):
-        raise ConfigError(
-            f'--public: value {text!r} is not a valid {column.type.value} for column "{column.name}"',
-            hint={
-                ColumnType.BOOLEAN: "use true or false",
-                ColumnType.DATE: "use YYYY-MM-DD",
-            }.get(column.type),
-        ) from None
-    return text
-
-
-def _bounds(column: _SourceColumn, lower: Bound, upper: Bound) -> dict[str, int | float | datetime.date]:
-    if column.type is ColumnType.DATE:
-        return _date_bounds(column, lower, upper)
-    if not column.type.is_numeric:
-        raise ConfigError(
-            f'--bounds: column "{column.name}" is {column.type.value}; bounds apply only to integer, real '
-            "and date columns"
-        )
-    if not isinstance(lower, float | int) or not isinstance(upper, float | int):
-        raise ConfigError(f'--bounds: column "{column.name}" is {column.type.value}; its bounds are numbers')
-    if not (math.isfinite(lower) and math.isfinite(upper)):
-        raise ConfigError(f'--bounds: the bounds of column "{column.name}" must be finite numbers')
-    if lower >= upper:
-        raise ConfigError(
-            f'--bounds: for column "{column.name}", upper must be greater than lower (got {lower:g}:{upper:g})'
-        )
-    if column.type is ColumnType.INTEGER and float(lower).is_integer() and float(upper).is_integer():
-        return {"lower": int(lower), "upper": int(upper)}
-    return {"lower": float(lower), "upper": float(upper)}
-
-
-def _date_bounds(column: _SourceColumn, lower: Bound, upper: Bound) -> dict[str, int | float | datetime.date]:
-    if not isinstance(lower, datetime.date) or not isinstance(upper, datetime.date):
-        raise ConfigError(
-            f'--bounds: column "{column.name}" is a date; its bounds are dates',
-            hint=f"e.g. --bounds {column.name}=2024-01-01:2025-12-31",
-        )
-    if lower >= upper:
-        raise ConfigError(
-            f'--bounds: for column "{column.name}", upper must be greater than lower (got {lower}:{upper})'
-        )
-    return {"lower": lower, "upper": upper}
-
-
-def _create_table(
-    connection: duckdb.DuckDBPyConnection,
-    table: str,
-    *,
-    reader: str,
-    source: Path,
-    columns: Sequence[_SourceColumn],
-) -> None:
-    select_list = ", ".join(column.select_item() for column in columns)
-    statement = f"CREATE TABLE {quote_identifier(table)} AS SELECT {select_list} FROM {_source_sql(reader)}"
-    try:
-        connection.execute(statement, [str(source)])
-    except duckdb.Error as error:
-        raise _unreadable(source, reader, error) from None
-
-
-def _declare(config_path: Path, dataset: str, table: str, entry: Mapping[str, Any]) -> VeilConfig:
-    document = read_document(config_path)
-    datasets = document["datasets"]
-    key = next(name for name in datasets if name.lower() == dataset)
-    datasets[key].setdefault("tables", {})[table] = dict(entry)
-    try:
-        return write_document(config_path, document)
-    except OSError as error:
-        raise ConfigError(f"{config_path}: cannot write the policy file: {error.strerror or error}") from None
-
-
-def _import_into_postgres(
-    config_path: Path,
-    dataset: DatasetPolicy,
-    dsn: str,
-    table: str,
-    *,
-    entry: Mapping[str, Any],
-    reader: str,
-    source: Path,
-    columns: Sequence[_SourceColumn],
-) -> VeilConfig:
+def _import_into_postgres(plan: ImportPlan, dsn: str) -> VeilConfig:
     """Create and fill the table in one transaction; commit only once the policy is written."""
     where = describe_dsn(dsn)
-    previous = read_document(config_path)
+    schema, table = plan.dataset.schema, plan.table
     try:
         connection = psycopg.connect(with_connection_defaults(dsn), autocommit=False)
     except psycopg.Error as error:
         raise ConfigError(f"cannot connect to PostgreSQL at {where}: {_first_line(error)}") from None
     with connection:  # closes the connection; a transaction still open is rolled back
-        _check_postgres_target(connection, dataset.schema, table, where=where)
+        _check_postgres_target(connection, schema, table, where=where)
         try:
-            _create_postgres_table(connection, dataset.schema, table, columns)
-            _copy_rows(connection, dataset.schema, table, reader=reader, source=source, columns=columns)
+            _create_postgres_table(connection, schema, table, plan.columns)
+            _copy_rows(connection, plan)
         except psycopg.Error as error:
             raise ConfigError(
-                f'PostgreSQL at {where} refused to create or fill table "{dataset.schema}.{table}": '
+                f'PostgreSQL at {where} refused to create or fill table "{schema}.{table}": '
                 f"{_first_line(error)}",
                 hint="the user of the dataset's DSN needs CREATE on the schema to import",
             ) from None
-        written = _declare(config_path, dataset.name, table, entry)  # if this fails, nothing is committed
+        # if this fails, nothing is committed
+        written, previous = add_table(
+            plan.config_path, dataset=plan.dataset.name, table=table, entry=plan.entry
+        )
         try:
             connection.commit()
         except psycopg.Error as error:
-            write_document(config_path, previous)  # the table does not exist: take its declaration back
+            write_policy_text(plan.config_path, previous)  # the table does not exist: take it back
             raise ConfigError(
                 f"PostgreSQL at {where} could not commit the new table: {_first_line(error)}"
             ) from None
@@ -558,55 +471,39 @@ def _check_postgres_target(
 
 
 def _create_postgres_table(
-    connection: psycopg.Connection[Any], schema: str, table: str, columns: Sequence[_SourceColumn]
+    connection: psycopg.Connection[Any], schema: str, table: str, columns: Sequence[ImportColumn]
 ) -> None:
     definitions = pgsql.SQL(", ").join(
-        pgsql.SQL("{} {}").format(pgsql.Identifier(column.name), pgsql.SQL(_POSTGRES_TYPE[column.type]))
+        pgsql.SQL("{} {}").format(pgsql.Identifier(column.name), pgsql.SQL(column.storage.name))
         for column in columns
     )
     connection.execute(pgsql.SQL("CREATE TABLE {} ({})").format(pgsql.Identifier(schema, table), definitions))
 
 
-def _copy_rows(
-    connection: psycopg.Connection[Any],
-    schema: str,
-    table: str,
-    *,
-    reader: str,
-    source: Path,
-    columns: Sequence[_SourceColumn],
-) -> None:
-    """Stream the file's rows, converted to their canonical types by DuckDB, through a binary COPY."""
-    select_list = ", ".join(column.select_item() for column in columns)
-    names = pgsql.SQL(", ").join(pgsql.Identifier(column.name) for column in columns)
+def _copy_rows(connection: psycopg.Connection[Any], plan: ImportPlan) -> None:
+    """Stream the file's rows, converted to their storage types by DuckDB, through a binary COPY."""
+    reader, parameters = plan.source.reader()
+    select_list = ", ".join(column.select_item() for column in plan.columns)
+    names = pgsql.SQL(", ").join(pgsql.Identifier(column.name) for column in plan.columns)
     statement = pgsql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
-        pgsql.Identifier(schema, table), names
+        pgsql.Identifier(plan.dataset.schema, plan.table), names
     )
-    with duckdb.connect() as scratch, connection.cursor() as cursor:
+    with quiet(duckdb.connect()) as scratch, connection.cursor() as cursor:
         try:
-            result = scratch.execute(f"SELECT {select_list} FROM {_source_sql(reader)}", [str(source)])
+            result = scratch.execute(f"SELECT {select_list} FROM {reader}", parameters)
         except duckdb.Error as error:
-            raise _unreadable(source, reader, error) from None
+            raise unreadable(scratch, plan.source, error) from None
         with cursor.copy(statement) as copy:
-            copy.set_types([_COPY_TYPE[column.type] for column in columns])
+            copy.set_types([column.storage.copy for column in plan.columns])
             while True:
                 try:
                     batch = result.fetchmany(_COPY_BATCH_ROWS)
                 except duckdb.Error as error:
-                    raise _unreadable(source, reader, error) from None
+                    raise unreadable(scratch, plan.source, error) from None
                 if not batch:
                     break
                 for row in batch:
                     copy.write_row(row)
-
-
-def _unreadable(source: Path, reader: str, error: duckdb.Error) -> ConfigError:
-    kind = "CSV" if reader == "read_csv" else "Parquet"
-    return ConfigError(
-        f"{source}: cannot be read as {kind}",
-        detail=_first_line(error),
-        hint="check the file; values that do not match a column's detected type are a common cause",
-    )
 
 
 def _first_line(error: Exception) -> str:

@@ -18,8 +18,9 @@ import logging
 import math
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -47,11 +48,15 @@ from proxy.errors import ConfigError
 from proxy.ledger_access import accountants, dataset_accountant, describe_ledger, mask_dsn, open_ledger
 from proxy.wire.scram import make_scram_verifier
 
+if TYPE_CHECKING:  # imported when the command runs: duckdb and psycopg load slowly
+    from proxy.cli.importer import ImportPlan
+
 DEMO_ANALYST = "alice"
 DEMO_PASSWORD = "veil-demo"
 DEMO_EPSILON = 10.0
 DEMO_DELTA = 1e-5  # so that SET veil.delta (keys from the data, Gaussian noise) works in the demo too
 NEVER = "never"  # --renew never: the grant stops renewing
+IMPORT_ENCODINGS = ("utf-8", "utf-16", "latin-1")  # proxy/cli/import_source.py ENCODINGS (not imported: lazy)
 
 password_stdin_option = click.option(
     "--password-stdin", is_flag=True, help="Read the password from standard input (for scripts)."
@@ -251,8 +256,9 @@ def serve(
 @click.option("--table", required=True, help="Name of the new table.")
 @click.option(
     "--privacy-unit",
-    required=True,
-    help='Column naming the person, or "row" if each row is one person (required: guessing wrong weakens privacy).',
+    default=None,
+    help='Column naming the person, or "row" if each row is one person (required unless --public-table: '
+    "guessing wrong weakens privacy).",
 )
 @click.option(
     "--max-contributions",
@@ -275,45 +281,176 @@ def serve(
     help="Clamping bounds of a numeric column, or the first and last day of a date column "
     "(day=2024-01-01:2025-12-31) (repeatable).",
 )
+@click.option(
+    "--public-table",
+    is_flag=True,
+    help="Import a public lookup table (a code list, a calendar): every row is public knowledge, read "
+    "exactly by any query, no privacy unit.",
+)
+@click.option(
+    "--key",
+    metavar="COL",
+    default=None,
+    help="With --public-table: the unique column private tables join on (checked unique in the file).",
+)
+@click.option(
+    "--encoding",
+    type=click.Choice(IMPORT_ENCODINGS, case_sensitive=False),
+    default=None,
+    help="Text encoding of a CSV file [default: utf-8]; convert any other with iconv first.",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print the column types and the policy section the import would write; change nothing.",
+)
+@json_option
 @friendly_errors
 def import_command(
     source: Path,
     config_path: Path,
     dataset: str,
     table: str,
-    privacy_unit: str,
+    privacy_unit: str | None,
     max_contributions: int | None,
     public: tuple[str, ...],
     bounds: tuple[str, ...],
+    public_table: bool,
+    key: str | None,
+    encoding: str | None,
+    dry_run: bool,
+    as_json: bool,
 ) -> None:
     """Load a CSV or Parquet file into a dataset and declare it in the policy.
 
-    Columns not named with --public stay private. The CSV dialect is detected by DuckDB.
+    Columns not named with --public stay private. The CSV dialect and column types are detected by
+    DuckDB; the whole file is read and checked before anything is written, and the table and its
+    policy are written both or neither. The policy file keeps its comments and layout.
     Stop `veil serve` first: the dataset file is locked while it serves.
 
     \b
     Example:
       veil import people.csv --dataset demo --table people --privacy-unit person_id \\
           --max-contributions 1 --public sex=female,male --bounds age=0:100
+      veil import regions.csv --dataset demo --table regions --public-table --key code --dry-run
     """
-    from proxy.cli.importer import import_table, parse_bounds_option, parse_public_option
+    from proxy.cli.importer import (
+        apply_import,
+        option_conflict,
+        parse_bounds_option,
+        parse_public_option,
+        plan_import,
+    )
 
-    policy = import_table(
+    public_values = dict(parse_public_option(item) for item in public)
+    conflict = option_conflict(
+        privacy_unit=privacy_unit,
+        max_contributions=max_contributions,
+        public=public_values,
+        public_table=public_table,
+        key=key,
+    )
+    if conflict is not None:
+        raise click.UsageError(conflict)
+    plan = plan_import(
         config_path,
         dataset=dataset,
         table=table,
         source=source,
         privacy_unit=privacy_unit,
-        public=dict(parse_public_option(item) for item in public),
+        public=public_values,
         bounds=dict(parse_bounds_option(item) for item in bounds),
         max_contributions=max_contributions,
-        environ=os.environ,
+        public_table=public_table,
+        key=key,
+        encoding=encoding.lower() if encoding else None,
+        environ=None if dry_run else os.environ,
     )
-    public_columns = [c.name for c in policy.columns.values() if c.public]
+    if not dry_run:
+        apply_import(plan)
+    if as_json:
+        echo_json(_import_record(plan, dry_run=dry_run))
+        return
+    if dry_run:
+        _print_import_plan(plan)
+        return
+    public_columns = [name for name, column in plan.entry["columns"].items() if column.get("public")]
+    kind = (
+        "a public lookup table" if plan.public_table else f"public: {', '.join(public_columns) or '(none)'}"
+    )
     click.echo(
-        f"imported {source} as {dataset}.{policy.name}: {len(policy.columns)} columns, "
-        f"public: {', '.join(public_columns) or '(none)'}; policy updated in {config_path}"
+        f"imported {source} as {plan.dataset.name}.{plan.table}: {_rows(plan.rows)}, {len(plan.columns)} columns, "
+        f"{kind}; policy updated in {config_path}"
     )
+
+
+def _import_record(plan: ImportPlan, *, dry_run: bool) -> dict[str, Any]:
+    """``veil import --json``: what was (or, with --dry-run, would be) imported and declared."""
+    from proxy.cli.import_policy import entry_json
+
+    return {
+        "dry_run": dry_run,
+        "source": str(plan.source.path),
+        "format": plan.source.format,
+        "encoding": plan.source.encoding,
+        "delimiter": plan.source.delimiter,
+        "rows": plan.rows,
+        "dataset": plan.dataset.name,
+        "backend": plan.dataset.backend,
+        "table": plan.table,
+        "public_table": plan.public_table,
+        "columns": [
+            {"name": c.name, "file_type": c.source_type, "type": c.type.value, "stored_as": c.storage.name}
+            for c in plan.columns
+        ],
+        "policy": entry_json(plan.entry),
+        "policy_toml": plan.section(),
+        "config": str(plan.config_path),
+    }
+
+
+def _print_import_plan(plan: ImportPlan) -> None:
+    source = plan.source
+    dialect = f", delimiter {source.delimiter!r}, {source.encoding}" if source.format == "CSV" else ""
+    click.echo(
+        f"dry run: nothing was changed; {source.path} ({source.format}{dialect}) has {_rows(plan.rows)}"
+    )
+    click.echo()
+    settings = plan.entry["columns"]
+    rows = [
+        {
+            "column": c.name,
+            "file type": c.source_type,
+            "type": c.type.value,
+            f"stored as ({plan.dataset.backend})": c.storage.name,
+            "policy": _column_role(plan.entry, c.name, settings[c.name]),
+        }
+        for c in plan.columns
+    ]
+    print_table(rows, list(rows[0]))
+    click.echo()
+    click.echo(f"it would add to {plan.config_path}:")
+    click.echo()
+    click.echo(plan.section(), nl=False)
+
+
+def _rows(count: int) -> str:
+    return f"{count} row" if count == 1 else f"{count} rows"
+
+
+def _column_role(entry: Mapping[str, Any], name: str, column: Mapping[str, Any]) -> str:
+    roles = []
+    if entry.get("public"):
+        roles.append("lookup key" if entry.get("key") == name else "public (lookup table)")
+    elif entry.get("privacy_unit") == name:
+        roles.append("privacy unit")
+    elif column.get("public"):
+        roles.append(f"public, {len(column['values'])} values")
+    else:
+        roles.append("private")
+    if "lower" in column:
+        roles.append(f"bounds {column['lower']}:{column['upper']}")
+    return ", ".join(roles)
 
 
 # --- analysts ---------------------------------------------------------------------------------------------

@@ -894,7 +894,7 @@ def test_import_into_a_copy_then_budget_and_query_it(
     result = import_scores(copy.config, csv)
 
     assert result.exit_code == 0, result.output
-    assert "as demo.scores: 3 columns, public: city" in result.stdout
+    assert "as demo.scores: 5 rows, 3 columns, public: city" in result.stdout
     table = tomllib.loads(copy.config.read_text())["datasets"]["demo"]["tables"]["scores"]
     assert table["privacy_unit"] == "person_id"
     assert table["max_contributions"] == 2
@@ -945,6 +945,146 @@ def test_import_names_an_unknown_column(tmp_path: Path, demo: Demo) -> None:
     )  # fmt: skip
     assert_one_error_line(result, '"town"', "scores.csv")
     assert copy.config.read_bytes() == policy_before
+
+
+def test_import_adds_the_section_its_dry_run_shows_and_keeps_the_rest(tmp_path: Path, demo: Demo) -> None:
+    copy = copy_demo(demo, tmp_path / "copy")
+    original = "# reviewed by the DPO\n" + copy.config.read_text()
+    copy.config.write_text(original)
+    csv = tmp_path / "scores.csv"
+    csv.write_text(SCORES_CSV)
+    planned = invoke(
+        "import", str(csv), "--config", str(copy.config), "--dataset", "demo", "--table", "scores",
+        "--privacy-unit", "person_id", "--max-contributions", "2", "--public", "city=oslo,bergen",
+        "--bounds", "score=0:10", "--dry-run", "--json",
+    )  # fmt: skip
+    assert planned.exit_code == 0, planned.output
+    assert import_scores(copy.config, csv).exit_code == 0
+    # the demo's policy ends with its dataset's tables: the new one comes last
+    assert (
+        copy.config.read_text() == original.rstrip("\n") + "\n\n" + json.loads(planned.stdout)["policy_toml"]
+    )
+
+
+def test_import_dry_run_prints_types_and_the_section_and_changes_nothing(tmp_path: Path, demo: Demo) -> None:
+    copy = copy_demo(demo, tmp_path / "copy")
+    csv = tmp_path / "scores.csv"
+    csv.write_text(SCORES_CSV)
+    before = copy.config.read_bytes()
+    result = invoke(
+        "import", str(csv), "--config", str(copy.config), "--dataset", "demo", "--table", "scores",
+        "--privacy-unit", "person_id", "--max-contributions", "2", "--public", "city=oslo,bergen", "--dry-run",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert copy.config.read_bytes() == before
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"dry run: nothing was changed; {csv} (CSV, delimiter ',', utf-8) has 5 rows"
+    assert lines[2].split() == ["column", "file", "type", "type", "stored", "as", "(duckdb)", "policy"]
+    assert lines[4].split() == ["person_id", "BIGINT", "integer", "BIGINT", "privacy", "unit"]
+    assert lines[5].split() == ["city", "VARCHAR", "text", "VARCHAR", "public,", "2", "values"]
+    assert (
+        '\n[datasets.demo.tables.scores]\nprivacy_unit = "person_id"\nmax_contributions = 2\n'
+        in result.stdout
+    )
+    assert 'city = { type = "text", public = true, values = ["oslo", "bergen"] }' in result.stdout
+
+
+def test_import_dry_run_json(tmp_path: Path, demo: Demo) -> None:
+    csv = tmp_path / "zones.csv"
+    csv.write_text("code,zone\nnorth,N\nsouth,S\n")
+    result = invoke(
+        "import", str(csv), "--config", str(demo.config), "--dataset", "demo", "--table", "zones",
+        "--public-table", "--key", "code", "--dry-run", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert (plan["dry_run"], plan["rows"], plan["table"], plan["public_table"]) == (True, 2, "zones", True)
+    assert plan["columns"][0] == {
+        "name": "code",
+        "file_type": "VARCHAR",
+        "type": "text",
+        "stored_as": "VARCHAR",
+    }
+    assert plan["policy"] == {
+        "public": True,
+        "key": "code",
+        "columns": {"code": {"type": "text"}, "zone": {"type": "text"}},
+    }
+    assert tomllib.loads(plan["policy_toml"])["datasets"]["demo"]["tables"]["zones"] == plan["policy"]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        pytest.param([], "--privacy-unit is required", id="no privacy unit"),
+        pytest.param(
+            ["--public-table", "--privacy-unit", "row"], "--public-table takes no --privacy-unit", id="both"
+        ),
+        pytest.param(
+            ["--privacy-unit", "row", "--key", "code"], "--key is only used with --public-table", id="key"
+        ),
+    ],
+)
+def test_import_option_mistakes_are_usage_errors(
+    tmp_path: Path, demo: Demo, options: list[str], message: str
+) -> None:
+    csv = tmp_path / "zones.csv"
+    csv.write_text("code,zone\nnorth,N\n")
+    result = invoke(
+        "import", str(csv), "--config", str(demo.config), "--dataset", "demo", "--table", "t", *options
+    )
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+    assert "Usage: veil import" in result.stderr
+
+
+def test_import_of_a_csv_with_an_unclosed_quote_fails(tmp_path: Path, demo: Demo) -> None:
+    copy = copy_demo(demo, tmp_path / "copy")
+    csv = tmp_path / "scores.csv"
+    csv.write_text('person_id,city,score\n1,"oslo,3\n2,bergen,7\n')
+    before = copy.config.read_bytes()
+    result = import_scores(copy.config, csv)
+    assert_one_error_line(result, "scores.csv: line 2 has a quote that never closes")
+    assert copy.config.read_bytes() == before
+
+
+def test_import_a_lookup_table_then_join_it(
+    tmp_path: Path, demo: Demo, veil_server: RunningServer, serve: Callable[[Path], RunningServer]
+) -> None:
+    copy = copy_demo(demo, tmp_path / "copy")
+    csv = tmp_path / "zones.csv"
+    csv.write_text("code,zone\ncapital,inland\nnorth,inland\nsouth,inland\neast,inland\nwest,coastal\n"
+                   "coast,coastal\nislands,coastal\n")  # fmt: skip
+    result = invoke(
+        "import", str(csv), "--config", str(copy.config), "--dataset", "demo", "--table", "zones",
+        "--public-table", "--key", "code",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "as demo.zones: 7 rows, 2 columns, a public lookup table" in result.stdout
+    again = invoke(
+        "import", str(csv), "--config", str(copy.config), "--dataset", "demo", "--table", "zones2",
+        "--public-table", "--key", "code", "--json",
+    )  # fmt: skip
+    assert again.exit_code == 0, again.output
+    assert {k: json.loads(again.stdout)[k] for k in ("dry_run", "rows", "table")} == {
+        "dry_run": False,
+        "rows": 7,
+        "table": "zones2",
+    }
+    newcomer = Admin(copy.config).add_analyst(1.0, prefix="importer")
+    server = serve(copy.config)
+    with psycopg.connect(server.conninfo(newcomer), prepare_threshold=None, autocommit=True) as connection:
+        assert connection.execute(
+            "SELECT zone, COUNT(*) FROM zones GROUP BY zone ORDER BY zone"
+        ).fetchall() == [
+            ("coastal", 3),
+            ("inland", 4),
+        ]  # a public table: exact, free
+        connection.execute("SET veil.epsilon = 1")
+        rows = connection.execute(
+            "SELECT z.zone, COUNT(*) FROM patients p JOIN zones z ON p.region = z.code GROUP BY z.zone"
+        ).fetchall()
+        assert sorted(zone for zone, _ in rows) == ["coastal", "inland"]
 
 
 def test_explain_prices_gaussian_noise_and_the_other_row_without_spending(demo: Demo) -> None:

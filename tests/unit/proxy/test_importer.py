@@ -10,11 +10,12 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 import duckdb
 import pytest
 
-from proxy.cli.importer import import_table, parse_bounds_option, parse_public_option
+from proxy.cli.importer import import_table, parse_bounds_option, parse_public_option, plan_import
 from proxy.config import ColumnType, TablePolicy, load_config, read_document, write_document
 from proxy.errors import ConfigError
 
@@ -444,3 +445,216 @@ def test_postgres_dataset_unreachable_names_the_server_without_password(
     assert "No such file or directory" in raised.value.message  # libpq's reason
     assert "hunter2" not in raised.value.message + str(raised.value.detail)
     assert path.read_bytes() == before
+
+
+# --- types and widths ---------------------------------------------------------------------------------------
+
+
+def parquet_file(path: Path, select: str) -> Path:
+    """A Parquet file of the rows and the declared types of a DuckDB SELECT."""
+    with duckdb.connect() as connection:
+        connection.execute(f"COPY ({select}) TO '{path}' (FORMAT parquet)")
+    return path
+
+
+TYPED = (
+    "SELECT 7::INTEGER AS i, 7::SMALLINT AS s, 7::TINYINT AS t, 7::BIGINT AS b, 7::UINTEGER AS u,"
+    " 1.5::FLOAT AS f, 1.5::DOUBLE AS d, 1234.56::DECIMAL(10, 2) AS money"
+)
+
+
+def planned_storage(config_path: Path, source: Path) -> dict[str, str]:
+    plan = plan_import(config_path, dataset="clinic", table="t", source=source, privacy_unit="row")
+    return {column.name: column.storage.name for column in plan.columns}
+
+
+def test_a_duckdb_dataset_stores_declared_types_canonically(config_path: Path, tmp_path: Path) -> None:
+    """DuckDB computes integer arithmetic in the column's type: VAR's SUM(x * x) would overflow a SMALLINT."""
+    source = parquet_file(tmp_path / "typed.parquet", TYPED)
+    import_table(config_path, dataset="clinic", table="typed", source=source, privacy_unit="row")
+    described = rows(
+        config_path, "SELECT data_type FROM information_schema.columns ORDER BY ordinal_position"
+    )
+    assert [t for (t,) in described] == ["BIGINT"] * 5 + ["DOUBLE"] * 3
+    assert rows(config_path, "SELECT money FROM typed") == [(1234.56,)]
+
+
+def test_a_postgres_dataset_keeps_a_parquet_files_declared_types(tmp_path: Path) -> None:
+    source = parquet_file(tmp_path / "typed.parquet", TYPED)
+    assert planned_storage(postgres_config(tmp_path, dsn_env="CLINIC_DSN"), source) == {
+        "i": "integer",
+        "s": "smallint",
+        "t": "smallint",
+        "b": "bigint",
+        "u": "bigint",
+        "f": "real",
+        "d": "double precision",
+        "money": "numeric(10,2)",
+    }
+
+
+@pytest.mark.parametrize(
+    ("values", "width"),
+    [
+        pytest.param("-32768,32767", "smallint", id="smallint"),
+        pytest.param("-32769,0", "integer", id="below smallint"),
+        pytest.param("0,2147483647", "integer", id="integer"),
+        pytest.param("0,2147483648", "bigint", id="above integer"),
+    ],
+)
+def test_a_postgres_dataset_gets_the_narrowest_integer_holding_a_csv_column(
+    tmp_path: Path, values: str, width: str
+) -> None:
+    source = tmp_path / "widths.csv"
+    source.write_text("n\n" + values.replace(",", "\n") + "\n", encoding="utf-8")
+    assert planned_storage(postgres_config(tmp_path, dsn_env="CLINIC_DSN"), source) == {"n": width}
+
+
+@pytest.mark.parametrize("backend", ["duckdb", "postgres"])
+def test_refuses_integers_beyond_64_bits(config_path: Path, tmp_path: Path, backend: str) -> None:
+    source = parquet_file(tmp_path / "huge.parquet", "SELECT 9223372036854775808::UBIGINT AS n")
+    path = config_path if backend == "duckdb" else postgres_config(tmp_path, dsn_env="CLINIC_DSN")
+    with pytest.raises(ConfigError, match='column "n" holds integers beyond the 64-bit range'):
+        plan_import(path, dataset="clinic", table="t", source=source, privacy_unit="row")
+
+
+def test_wide_integer_types_within_64_bits_are_imported(config_path: Path, tmp_path: Path) -> None:
+    source = parquet_file(tmp_path / "wide.parquet", "SELECT 5::HUGEINT AS h, 6::UBIGINT AS u")
+    import_table(config_path, dataset="clinic", table="wide", source=source, privacy_unit="row")
+    assert rows(config_path, "SELECT h, u FROM wide") == [(5, 6)]
+
+
+# --- public lookup tables -------------------------------------------------------------------------------------
+
+ZONES_CSV = (
+    "code,zone,opened\nnorth,N,2020-01-01 08:00:00\nsouth,S,2020-01-01 09:00:00\neast,E,2021-06-01 10:00:00\n"
+)
+
+
+@pytest.fixture
+def zones_source(tmp_path: Path) -> Path:
+    path = tmp_path / "zones.csv"
+    path.write_text(ZONES_CSV, encoding="utf-8")
+    return path
+
+
+def import_zones(config_path: Path, source: Path, **options: Any) -> TablePolicy:
+    return import_table(
+        config_path, dataset="clinic", table="zones", source=source, public_table=True, **options
+    )
+
+
+def test_imports_a_public_lookup_table_with_its_key(config_path: Path, zones_source: Path) -> None:
+    policy = import_zones(config_path, zones_source, key="CODE")
+    assert (policy.public, policy.key, policy.privacy_unit) == (True, "code", None)
+    assert read_document(config_path)["datasets"]["clinic"]["tables"]["zones"] == {
+        "public": True,
+        "key": "code",
+        "columns": {"code": {"type": "text"}, "zone": {"type": "text"}, "opened": {"type": "date"}},
+    }
+    assert rows(config_path, "SELECT code, zone FROM zones ORDER BY code") == [
+        ("east", "E"),
+        ("north", "N"),
+        ("south", "S"),
+    ]
+
+
+def test_a_public_table_without_a_key_is_readable_not_joinable(config_path: Path, zones_source: Path) -> None:
+    policy = import_zones(config_path, zones_source)
+    assert (policy.public, policy.key) == (True, None)
+
+
+def test_refuses_a_key_that_repeats_a_value(config_path: Path, zones_source: Path) -> None:
+    zones_source.write_text(ZONES_CSV + "north,N2,2022-01-01 00:00:00\n", encoding="utf-8")
+    before = config_path.read_bytes()
+    with pytest.raises(
+        ConfigError, match=re.escape('--key: column "code" is not unique in zones.csv')
+    ) as raised:
+        import_zones(config_path, zones_source, key="code")
+    assert raised.value.detail == "repeated values: north (2 rows)"
+    assert config_path.read_bytes() == before
+    assert not (config_path.parent / "clinic.duckdb").exists()
+
+
+def test_a_key_must_be_unique_as_stored(config_path: Path, zones_source: Path) -> None:
+    """Two timestamps of one day are one date once imported: a join would meet both rows."""
+    with pytest.raises(ConfigError, match='column "opened" is not unique') as raised:
+        import_zones(config_path, zones_source, key="opened")
+    assert raised.value.detail == "repeated values: 2020-01-01 (2 rows)"
+
+
+def test_refuses_a_key_that_is_not_a_column(config_path: Path, zones_source: Path) -> None:
+    with pytest.raises(ConfigError, match=re.escape('--key: column "id" is not in zones.csv')) as raised:
+        import_zones(config_path, zones_source, key="id")
+    assert raised.value.detail == "its columns are: code, zone, opened"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        pytest.param(
+            {"public_table": True, "privacy_unit": "row"}, "--public-table takes no --privacy-unit", id="unit"
+        ),
+        pytest.param(
+            {"public_table": True, "max_contributions": 2},
+            "--public-table takes no --max-contributions",
+            id="L",
+        ),
+        pytest.param(
+            {"public_table": True, "public": {"zone": ["N"]}},
+            "every column of a public table is public",
+            id="public",
+        ),
+        pytest.param(
+            {"privacy_unit": "row", "key": "code"}, "--key is only used with --public-table", id="key"
+        ),
+        pytest.param({}, "--privacy-unit is required", id="neither"),
+    ],
+)
+def test_refuses_options_that_do_not_go_together(
+    config_path: Path, zones_source: Path, options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        import_table(config_path, dataset="clinic", table="zones", source=zones_source, **options)
+
+
+# --- dry run ----------------------------------------------------------------------------------------------------
+
+
+def test_a_plan_changes_nothing(config_path: Path, csv_source: Path) -> None:
+    before = config_path.read_bytes()
+    plan = plan_import(
+        config_path,
+        dataset="clinic",
+        table="patients",
+        source=csv_source,
+        privacy_unit="patient_id",
+        max_contributions=2,
+        public={"sex": ["female", "male"]},
+    )
+    assert config_path.read_bytes() == before
+    assert not (config_path.parent / "clinic.duckdb").exists()
+    assert plan.rows == 4
+    assert [(c.name, c.source_type, c.type.value, c.storage.name) for c in plan.columns][:3] == [
+        ("patient_id", "BIGINT", "integer", "BIGINT"),
+        ("age", "BIGINT", "integer", "BIGINT"),
+        ("sex", "VARCHAR", "text", "VARCHAR"),
+    ]
+
+
+def test_a_plan_shows_the_section_the_import_writes(config_path: Path, csv_source: Path) -> None:
+    options: dict[str, Any] = {
+        "privacy_unit": "patient_id",
+        "max_contributions": 2,
+        "bounds": {"age": (0, 100)},
+    }
+    plan = plan_import(config_path, dataset="clinic", table="patients", source=csv_source, **options)
+    import_table(config_path, dataset="clinic", table="patients", source=csv_source, **options)
+    assert config_path.read_text(encoding="utf-8").endswith(plan.section())
+
+
+def test_a_plan_for_a_postgres_dataset_needs_no_server_nor_its_dsn(tmp_path: Path, csv_source: Path) -> None:
+    path = postgres_config(tmp_path, dsn_env="CLINIC_DSN")
+    plan = plan_import(path, dataset="clinic", table="patients", source=csv_source, privacy_unit="row")
+    assert plan.dsn is None
+    assert plan.columns[1].storage.name == "smallint"  # ages 5 to 71
