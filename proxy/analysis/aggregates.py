@@ -328,16 +328,21 @@ def _product(first: AggregateInput, second: AggregateInput) -> AggregateInput:
     L · max |corner product| (the engine clamps the product to the corners' range as well)."""
     assert first.lower is not None and first.upper is not None
     assert second.lower is not None and second.upper is not None
+    # multiplied as DOUBLE: in an integer type the product of two clamped values can overflow, an engine
+    # error that would depend on the data
     expression = exp.Mul(
-        this=_clamped(first.expression, first.lower, first.upper),
-        expression=_clamped(second.expression, second.lower, second.upper),
+        this=exp.cast(_clamped(first.expression, first.lower, first.upper), exp.DataType.Type.DOUBLE),
+        expression=exp.cast(
+            _clamped(second.expression, second.lower, second.upper), exp.DataType.Type.DOUBLE
+        ),
     )
     corners = [a * b for a in (first.lower, first.upper) for b in (second.lower, second.upper)]
     lower, upper = min(corners), max(corners)
-    integer = ColumnType.INTEGER if first.type is second.type is ColumnType.INTEGER else ColumnType.REAL
     text = expression.sql(dialect="postgres")
     shown = f"{_operand(first.text)} * {_operand(second.text)}"
-    return AggregateInput(input_name(text, lower, upper), expression, integer, lower, upper, shown=shown)
+    return AggregateInput(
+        input_name(text, lower, upper), expression, ColumnType.REAL, lower, upper, shown=shown
+    )
 
 
 def _operand(text: str) -> str:

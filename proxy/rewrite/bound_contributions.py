@@ -144,7 +144,10 @@ def _aggregate(quantity: Quantity) -> exp.Expression:
     if quantity.kind is QuantityKind.NON_NULL:
         return exp.Count(this=value)
     if quantity.kind is QuantityKind.SUM_SQUARES:
-        return exp.Sum(this=exp.Mul(this=value, expression=value.copy()))
+        # squared as DOUBLE: in the column's own type, a clamped value's square overflows (an INTEGER from
+        # 46,341), and an overflow is an engine error that depends on the data
+        squared = exp.cast(value, exp.DataType.Type.DOUBLE)
+        return exp.Sum(this=exp.Mul(this=squared, expression=squared.copy()))
     return exp.Sum(this=value)
 
 

@@ -191,8 +191,8 @@ def test_each_argument_is_read_where_the_other_is_not_null_and_the_product_of_cl
     assert pair.x.expression.sql(dialect="postgres") == "CASE WHEN NOT y IS NULL THEN x END"
     assert (pair.y.text, pair.x.text, pair.product.text) == ("y | x", "x | y", "x * y")
     assert pair.product.expression.sql(dialect="postgres") == (
-        "(CASE WHEN x < -3 THEN -3 WHEN x > 2 THEN 2 ELSE x END)"
-        " * (CASE WHEN y < -1 THEN -1 WHEN y > 4 THEN 4 ELSE y END)"
+        "CAST((CASE WHEN x < -3 THEN -3 WHEN x > 2 THEN 2 ELSE x END) AS DOUBLE PRECISION)"
+        " * CAST((CASE WHEN y < -1 THEN -1 WHEN y > 4 THEN 4 ELSE y END) AS DOUBLE PRECISION)"
     )
     assert (pair.product.lower, pair.product.upper) == (-12, 8)  # the corners' products
 
@@ -396,3 +396,23 @@ def test_a_null_correlation_comes_with_a_notice_saying_why() -> None:
     (note,) = null_notes(plan, table)
     assert note.startswith("corr(y, x) is NULL in 1 of 1 row(s): a noisy count below 1 or a noisy variance")
     assert null_notes(plan, ReleasedTable(columns=(), rows=[(0.3, 3, 0.5)])) == []
+
+
+def test_squares_and_products_of_large_integers_do_not_overflow_in_the_engine() -> None:
+    """An INTEGER column bounded at 100,000: its square (10^10) and a product overflow an INTEGER; the
+    engine would fail only when such values occur — an error that depends on the data."""
+    policy = POLICY.replace(
+        'y = { type = "integer", lower = -1, upper = 4 }',
+        'y = { type = "integer", lower = 0, upper = 100000 }',
+    )
+    dataset = parse_config(policy, path=Path("/nonexistent/veil.toml")).dataset("lab")
+    assert dataset is not None
+    connection = engine_rows([(1, None, 1.5, 100_000), (2, None, -2.0, 99_999), (3, None, 1.0, 5)])
+    for sql in ("SELECT VAR_POP(y), STDDEV(y) FROM m", "SELECT CORR(y, x), COVAR_POP(x, y) FROM m"):
+        (tree,) = parse_statements(sql)
+        statement = classify(tree, dataset)
+        assert isinstance(statement, PrivateQuery)
+        _, bounded = prepare_release(statement.shape, epsilon=1.0, dialect="duckdb")
+        assert bounded is not None
+        rows = connection.execute(bounded).fetchall()  # raised OutOfRangeException before the cast
+        assert rows
