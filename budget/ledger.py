@@ -43,6 +43,7 @@ from budget.errors import (
 )
 from budget.loss import ZERO_LOSS, PrivacyLoss
 from budget.partitions import Partition, PartitionBalance, PartitionValue, order, value_of
+from budget.renewals import RENEWALS
 from budget.schema import SCHEMA_VERSION, check_version, ensure_schema
 from budget.store import BUSY_TIMEOUT_SECONDS, LedgerStore, Transaction, open_store
 from budget.totals import Release, Totals
@@ -56,7 +57,6 @@ _DELTA_EXHAUSTED_HINT = (
 )
 ALL_ANALYSTS = ""  # the analyst of a dataset-wide totals row (no analyst may be named "")
 NO_PERIOD = ""  # the period of a grant that never renews
-RENEWALS = ("day", "week", "month")
 BASIC = ACCOUNTANTS["basic"]
 
 

@@ -24,11 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from budget.audit import AuditEntry, Decision
 from budget.errors import InvalidBudgetError, UnknownAnalystError
-from budget.ledger import RENEWALS, Balance, DatasetCap, Ledger, check_name
 from budget.loss import PrivacyLoss
 from budget.partitions import Partition
+from budget.renewals import RENEWALS
 from proxy import __version__
 from proxy.cli.lazy import LazyGroup
 from proxy.cli.support import (
@@ -45,8 +44,9 @@ from proxy.cli.support import (
 )
 from proxy.config import POSTGRES, ColumnPolicy, DatasetPolicy, TablePolicy, VeilConfig, load_config
 from proxy.errors import ConfigError
-from proxy.ledger_access import accountants, dataset_accountant, describe_ledger, mask_dsn, open_ledger
-from proxy.wire.scram import make_scram_verifier
+
+if TYPE_CHECKING:  # the ledger, the audit log and SCRAM load when a command uses them, not for --help
+    from budget.ledger import Balance, DatasetCap, Ledger
 
 if TYPE_CHECKING:  # imported when the command runs: duckdb and psycopg load slowly
     from proxy.cli.importer import ImportPlan
@@ -73,6 +73,8 @@ NUMBERS_MAY_BE_NEGATIVE = {"ignore_unknown_options": True}
 
 def _ledger(config: VeilConfig, *, create: bool = False) -> Ledger:
     """The policy's ledger, closed when the command ends (however it ends)."""
+    from proxy.ledger_access import open_ledger
+
     ledger = open_ledger(config, os.environ, create=create)
     click.get_current_context().call_on_close(ledger.close)
     return ledger
@@ -144,6 +146,7 @@ def init_demo(directory: Path, people: int) -> None:
       veil init-demo demo && veil serve --config demo/veil.toml
     """
     from proxy.cli.demo import build_demo
+    from proxy.wire.scram import make_scram_verifier
 
     layout = build_demo(directory, people=people)
     ledger = _ledger(load_config(layout.config_path), create=True)
@@ -514,6 +517,9 @@ def analyst_add(name: str, config_path: Path, password_stdin: bool, password_env
       echo "$PASSWORD" | veil analyst add bob --password-stdin
       veil analyst add bob --password-env BOB_PASSWORD
     """
+    from budget.ledger import check_name
+    from proxy.wire.scram import make_scram_verifier
+
     check_name(name, "analyst")
     ledger = _ledger(load_config(config_path), create=True)
     password = _read_password(password_stdin, password_env)
@@ -555,6 +561,8 @@ def analyst_passwd(name: str, config_path: Path, password_stdin: bool, password_
       veil analyst passwd bob                               # asks for the password twice
       veil analyst passwd bob --password-env BOB_PASSWORD
     """
+    from proxy.wire.scram import make_scram_verifier
+
     ledger = _ledger(load_config(config_path))
     _require_analyst(ledger, name)
     ledger.set_verifier(name, make_scram_verifier(_read_password(password_stdin, password_env)))
@@ -683,6 +691,8 @@ def budget_grant(
       veil budget grant alice demo 0.5 --delta 1e-6
       veil budget grant bob clinic 2 --renew month      # 2 ε every calendar month
     """
+    from proxy.ledger_access import dataset_accountant
+
     config = load_config(config_path)
     policy = declared_dataset(config, dataset)
     loss = PrivacyLoss(_epsilon(epsilon), _delta(delta))
@@ -720,6 +730,8 @@ def budget_revoke(
       veil budget revoke alice demo --epsilon 0.5
       veil budget revoke alice demo                     # all that is left, ε and δ
     """
+    from proxy.ledger_access import dataset_accountant
+
     config = load_config(config_path)
     policy = declared_dataset(config, dataset)
     loss = None
@@ -789,6 +801,8 @@ def budget_cap(
       veil budget cap demo --remove
       veil budget cap                                   # every dataset
     """
+    from proxy.ledger_access import accountants, dataset_accountant
+
     config = load_config(config_path)
     ledger = _ledger(config)
     accountant_of = accountants(config)
@@ -836,6 +850,8 @@ def budget_show(analyst_name: str | None, config_path: Path, as_json: bool) -> N
       veil budget show
       veil budget show alice --json
     """
+    from proxy.ledger_access import accountants
+
     config = load_config(config_path)
     ledger = _ledger(config)
     accountant_of = accountants(config)
@@ -982,6 +998,8 @@ def budget_resolve(reservation_id: int, decision: str | None, config_path: Path,
     Example:
       veil budget resolve 42 --release
     """
+    from budget.audit import AuditEntry, Decision
+
     if decision is None:
         raise click.UsageError("say --release or --keep")
     config = load_config(config_path)
@@ -1064,6 +1082,8 @@ def policy_show(config_path: Path, as_json: bool) -> None:
       veil policy show
       veil policy show --json | jq '.datasets.demo.tables'
     """
+    from proxy.ledger_access import describe_ledger
+
     config = load_config(config_path)
     if as_json:
         from proxy.cli.policy_report import effective_policy
@@ -1096,6 +1116,8 @@ COLUMN_COLUMNS = (
 
 
 def _print_dataset(dataset: DatasetPolicy) -> None:
+    from proxy.ledger_access import mask_dsn
+
     if dataset.backend == POSTGRES:
         source = (
             f"the connection string in ${dataset.dsn_env}" if dataset.dsn is None else mask_dsn(dataset.dsn)
