@@ -64,6 +64,10 @@ class AmbiguousColumnError(ProxyError, sqlstate="42702"):
     """A bare column name that more than one joined table has."""
 
 
+class DatatypeMismatchError(ProxyError, sqlstate="42804"):
+    """Values of types that cannot be combined, as the columns of two parts of a UNION ALL."""
+
+
 class UndefinedObjectError(ProxyError, sqlstate="42704"):
     """An unknown setting name in SET/SHOW."""
 

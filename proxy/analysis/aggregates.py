@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from sqlglot import exp
 
 from proxy.analysis.checks import check_predicate
+from proxy.analysis.derived import ValueBound
 from proxy.analysis.intervals import interval, is_integer
 from proxy.analysis.refusals import refuse
 from proxy.analysis.value_kinds import value_kind
@@ -30,6 +31,8 @@ class ColumnScope(Protocol):
     def column(self, node: exp.Column) -> ColumnPolicy: ...
 
     def unqualified(self, expression: exp.Expression) -> exp.Expression: ...
+
+    def value_bound(self, column: str) -> ValueBound | None: ...
 
 
 class AggregateKind(StrEnum):
@@ -245,6 +248,11 @@ def _mode(node: exp.Expression, scope: ColumnScope) -> Aggregate | None:
         return None
     order = node.expression.expressions if isinstance(node.expression, exp.Order) else []
     argument = order[0].this if len(order) == 1 else None
+    if isinstance(argument, exp.Case):
+        raise refuse(
+            "MODE() with a condition (FILTER or CASE) is not supported yet",
+            hint="move the condition to WHERE: SELECT MODE() WITHIN GROUP (ORDER BY col) FROM t WHERE …",
+        )
     if node.this.this is not None or not isinstance(argument, exp.Column):
         raise UnsupportedQueryError(
             "MODE() is answered only WITHIN GROUP (ORDER BY one column)",
@@ -389,6 +397,10 @@ def _aggregate_input(argument: exp.Expression, scope: ColumnScope, kind: Aggrega
         if column.type is ColumnType.DATE:
             return _date_input(column, kind)
         source = AggregateInput(column.name, exp.column(column.name), column.type, column.lower, column.upper)
+        bound = scope.value_bound(column.name) if kind.needs_bounds and not source.has_bounds else None
+        if bound is not None:  # a per-person total: bounds chosen with DP when the query runs
+            lower, upper = bound.bounds
+            return dataclasses.replace(source, lower=lower, upper=upper)
         if kind.needs_bounds:
             _require_bounds(source, kind, column.type.is_numeric)
         return source
@@ -482,6 +494,11 @@ def _number(node: exp.Expression) -> float | None:
 def _distinct_count(node: exp.Expression, distinct: exp.Distinct, scope: ColumnScope) -> Aggregate:
     unit = scope.table.privacy_unit
     arguments = distinct.expressions
+    if unit is not None and isinstance(node, exp.Count) and any(isinstance(a, exp.Case) for a in arguments):
+        raise refuse(
+            f"COUNT(DISTINCT {unit}) with a condition (FILTER or CASE) is not supported yet",
+            hint=f"move the condition to WHERE: SELECT COUNT(DISTINCT {unit}) FROM … WHERE …",
+        )
     if (
         isinstance(node, exp.Count)
         and unit is not None

@@ -21,14 +21,17 @@ from sqlglot import exp
 from proxy.analysis.aggregates import Aggregate, AggregateKind, parse_aggregate
 from proxy.analysis.canonical_order import canonical_order
 from proxy.analysis.checks import SCALAR_NODES, check_predicate
-from proxy.analysis.derived import DerivedSource
+from proxy.analysis.derived import DerivedSource, ValueBound
+from proxy.analysis.filter_clauses import filters_as_case
 from proxy.analysis.key_types import expression_type
 from proxy.analysis.lookup_join import lookup_join
 from proxy.analysis.output_names import output_name
 from proxy.analysis.partitions import PartitionPin, partition_pin
 from proxy.analysis.per_person import per_person_table
-from proxy.analysis.refusals import refuse
+from proxy.analysis.refusals import refuse, refuse_construct
+from proxy.analysis.row_subqueries import fold_row_subqueries
 from proxy.analysis.unit_join import joined_name, unit_join
+from proxy.analysis.with_clauses import inline_with
 from proxy.config import ColumnPolicy, ColumnType, DatasetPolicy, TablePolicy
 from proxy.errors import AmbiguousColumnError, PolicyViolationError, UnknownColumnError, UnknownTableError
 
@@ -81,6 +84,7 @@ class QueryShape:
     source: DerivedSource | None = None  # set when the query reads a per-person subquery
     top_k: TopK | None = None  # the query asks for the k keys with the largest count (analysis/top_k.py)
     partition: PartitionPin | None = None  # the partition its WHERE pins (analysis/partitions.py)
+    value_bounds: tuple[ValueBound, ...] = ()  # per-person values whose bounds are chosen with DP
 
     @property
     def thresholded(self) -> bool:
@@ -110,6 +114,22 @@ class QueryShape:
     def with_group_keys(self, keys: tuple[GroupKey, ...]) -> QueryShape:
         return dataclasses.replace(self, group_keys=keys)
 
+    def with_value_bounds(self, bounds: tuple[ValueBound, ...]) -> QueryShape:
+        """The shape with per-person values clamped to bounds chosen with DP (``ValueBound.chosen``)."""
+        by_column = {bound.column: bound for bound in bounds}
+
+        def bounded(aggregate: Aggregate) -> Aggregate:
+            column = aggregate.column
+            if column is None or column.name not in by_column:
+                return aggregate
+            lower, upper = by_column[column.name].bounds
+            return dataclasses.replace(
+                aggregate, column=dataclasses.replace(column, lower=lower, upper=upper)
+            )
+
+        aggregates = tuple(bounded(aggregate) for aggregate in self.aggregates)
+        return dataclasses.replace(self, aggregates=aggregates, value_bounds=bounds)
+
 
 def key_column(index: int) -> str:
     return f"_dp_key_{index}"
@@ -124,14 +144,16 @@ def referenced_tables(tree: exp.Expression) -> list[exp.Table]:
 
 
 def query_shape(tree: exp.Expression, dataset: DatasetPolicy) -> QueryShape:
-    """Check a statement that references tables and describe it, or refuse it."""
+    """Check a statement that references tables and describe it, or refuse it. WITH queries are inlined,
+    FILTER clauses become CASE arguments and row-level subqueries are folded first (one file each)."""
+    tree = fold_row_subqueries(filters_as_case(inline_with(tree, max_nodes=dataset.limits.max_nodes)))
     for table in referenced_tables(tree):
         _table_policy(table, dataset)
     if not isinstance(tree, exp.Select):
         raise refuse("only SELECT statements may read private tables")
-    table, names, source, joined = _single_table(tree, dataset)
-    scope = _Scope(table, names, joined)
     _refuse_unsupported(tree)
+    table, names, source, joined = _single_table(tree, dataset)
+    scope = _Scope(table, names, joined, source)
     group_keys = tuple(scope.group_key(item, tree) for item in _group_items(tree))
     builder = _PostprocessBuilder(scope, group_keys)
     postprocess = builder.build(tree)
@@ -145,7 +167,10 @@ def query_shape(tree: exp.Expression, dataset: DatasetPolicy) -> QueryShape:
         _refuse_selections_over_data_keys(builder.aggregates)
     names = tuple(output_name(item) for item in tree.expressions)
     aggregates = tuple(builder.aggregates)
-    return QueryShape(scope.table, group_keys, aggregates, condition, postprocess, names, source)
+    bounds = tuple(scope.chosen.values())
+    return QueryShape(
+        scope.table, group_keys, aggregates, condition, postprocess, names, source, value_bounds=bounds
+    )
 
 
 def pinned(shape: QueryShape) -> QueryShape:
@@ -188,15 +213,15 @@ def _single_table(
 ) -> tuple[TablePolicy, set[str], DerivedSource | None, dict[str, TablePolicy] | None]:
     """The table a query reads: a private table, or a per-person subquery (analysis/per_person.py)."""
     from_clause = select.args.get("from_") or select.args.get("from")
-    if select.args.get("with") or select.args.get("with_"):
-        raise refuse("WITH clauses over private tables are not supported yet")
-    if (
-        from_clause is not None
-        and isinstance(from_clause.this, exp.Subquery)
-        and not select.args.get("joins")
-    ):
+    if from_clause is not None and isinstance(from_clause.this, exp.Lateral):
+        raise refuse_construct("LATERAL")
+    if from_clause is not None and isinstance(from_clause.this, exp.Subquery):
+        if select.args.get("joins"):
+            raise refuse_construct("joined subquery")
         derived, source = per_person_table(from_clause.this, dataset)
         return derived, {derived.name}, source, None
+    if from_clause is None and any(item.find(exp.Subquery, exp.Select) for item in select.expressions):
+        raise refuse_construct("select-list subquery")
     if from_clause is None or not isinstance(from_clause.this, exp.Table):
         raise refuse(
             "subqueries over private tables must be per-person subqueries or joins on the privacy unit"
@@ -213,8 +238,10 @@ def _single_table(
 def _joined_tables(select: exp.Select, first: exp.Table, dataset: DatasetPolicy) -> dict[str, TablePolicy]:
     tables: dict[str, TablePolicy] = {}
     for table in [first, *(join.this for join in select.args["joins"])]:
+        if isinstance(table, exp.Lateral):
+            raise refuse_construct("LATERAL")
         if not isinstance(table, exp.Table):
-            raise refuse("only tables can be joined (per-person subqueries cannot be joined yet)")
+            raise refuse_construct("joined subquery")
         alias = table.alias_or_name.lower()
         if alias in tables:
             raise refuse(
@@ -225,11 +252,30 @@ def _joined_tables(select: exp.Select, first: exp.Table, dataset: DatasetPolicy)
 
 
 def _refuse_unsupported(select: exp.Select) -> None:
-    for clause in ("qualify", "windows"):
-        if select.args.get(clause):
-            raise refuse(f"{clause.upper()} is not supported on private data")
+    """The constructs refused with a message of their own (analysis/refusals.py)."""
+    if select.args.get("windows"):
+        raise refuse_construct("WINDOW clause")
+    if select.args.get("qualify"):
+        raise refuse_construct("QUALIFY")
     if any(isinstance(node, exp.Window) for node in select.walk()):
-        raise refuse("window functions are not allowed on private data")
+        raise refuse_construct("window function")
+    if any(isinstance(node, exp.Lateral) for node in select.walk()):
+        raise refuse_construct("LATERAL")
+    group = select.args.get("group")
+    for node_type, construct in (
+        (exp.GroupingSets, "GROUPING SETS"),
+        (exp.Rollup, "ROLLUP"),
+        (exp.Cube, "CUBE"),
+    ):
+        if group is not None and (
+            group.find(node_type) is not None or group.args.get(construct.lower().replace(" ", "_"))
+        ):
+            raise refuse_construct(construct)
+    if isinstance(select.args.get("limit"), exp.Fetch):
+        raise refuse_construct("FETCH")
+    outputs = [*select.expressions, select.args.get("having"), select.args.get("order")]
+    if any(part.find(exp.Subquery, exp.Select, exp.Exists) for part in outputs if part is not None):
+        raise refuse_construct("select-list subquery")
 
 
 def _group_items(select: exp.Select) -> list[exp.Expression]:
@@ -241,9 +287,21 @@ class _Scope:
     """The one table a query reads, and how its column references resolve."""
 
     def __init__(
-        self, table: TablePolicy, names: set[str], joined: dict[str, TablePolicy] | None = None
+        self,
+        table: TablePolicy,
+        names: set[str],
+        joined: dict[str, TablePolicy] | None = None,
+        source: DerivedSource | None = None,
     ) -> None:
-        self.table, self.names, self.joined = table, names, joined
+        self.table, self.names, self.joined, self.source = table, names, joined, source
+        self.chosen: dict[str, ValueBound] = {}  # per-person values that need bounds chosen with DP
+
+    def value_bound(self, column: str) -> ValueBound | None:
+        """How to bound a per-person value the query aggregates without bounds: chosen with DP."""
+        bound = self.source.value_bound(column) if self.source is not None else None
+        if bound is not None:
+            self.chosen.setdefault(column, bound)
+        return bound
 
     def column(self, node: exp.Column) -> ColumnPolicy:
         if self.joined is not None:

@@ -11,10 +11,12 @@ from proxy.analysis.complexity import check_complexity
 from proxy.analysis.copy import CopyStatement, copy_statement
 from proxy.analysis.output_names import output_name
 from proxy.analysis.reconstruct import ReconstructQuery, is_reconstruct, reconstruct_query
-from proxy.analysis.refusals import refuse
+from proxy.analysis.refusals import refuse, refuse_construct
+from proxy.analysis.set_operations import UnionModifiers, union_modifiers, union_parts
 from proxy.analysis.shape import QueryShape, pinned, referenced_tables
 from proxy.analysis.top_k import top_k_query_shape
 from proxy.analysis.ttest import TTestQuery, is_ttest, ttest_query
+from proxy.analysis.with_clauses import inline_with
 from proxy.catalog.names import (
     calls_catalog_function,
     catalog_schema,
@@ -79,12 +81,26 @@ class ConstantQuery:
 class PublicQuery:
     """Reads only public lookup tables: answered exactly, at no privacy cost."""
 
-    tree: exp.Select
+    tree: exp.Query
 
 
 @dataclass(frozen=True)
 class PrivateQuery:
     shape: QueryShape
+
+
+@dataclass(frozen=True)
+class UnionQuery:
+    """``q1 UNION ALL q2 …`` of aggregate queries on private data (analysis/set_operations.py): each part
+    answered and priced on its own share of the statement's ε, the rows one after another, then the
+    statement's ORDER BY / LIMIT / OFFSET over them. Column names are the first part's."""
+
+    parts: tuple[QueryShape, ...]
+    modifiers: UnionModifiers
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return self.parts[0].output_names
 
 
 @dataclass(frozen=True)
@@ -132,6 +148,7 @@ Statement = (
     | ConstantQuery
     | PublicQuery
     | PrivateQuery
+    | UnionQuery
     | TTestStatement
     | ReconstructStatement
     | BudgetQuery
@@ -170,13 +187,17 @@ def classify(tree: exp.Expression, dataset: DatasetPolicy) -> Statement:
     if tables := referenced_tables(tree):
         if any(_is_budget_view(table) for table in tables):
             return _budget_query(tree, tables)
-        if not isinstance(tree, exp.Select):
+        tree = inline_with(tree, max_nodes=dataset.limits.max_nodes)
+        tables = referenced_tables(tree)
+        if not isinstance(tree, exp.Select | exp.SetOperation):
             _refuse_non_select(tree, dataset)
         if all((policy := dataset.table(table.name)) is not None and policy.public for table in tables):
             check_public_query(tree)
             return PublicQuery(tree)
         check_complexity(tree, dataset.limits)
         _refuse_sampling(tree)
+        if isinstance(tree, exp.SetOperation):
+            return _union_query(tree, dataset)
         if is_ttest(tree):
             assert isinstance(tree, exp.Select)
             return TTestStatement(ttest_query(tree, dataset))
@@ -187,6 +208,22 @@ def classify(tree: exp.Expression, dataset: DatasetPolicy) -> Statement:
         check_constant_expression(tree)
         return ConstantQuery(tree, tuple(output_name(item) for item in tree.expressions))
     raise UnsupportedQueryError(f"{tree.key.upper()} statements are not supported", hint="Veil is read-only")
+
+
+def _union_query(tree: exp.SetOperation, dataset: DatasetPolicy) -> UnionQuery:
+    """Each part must be an aggregate query on private data, all with as many columns."""
+    shapes = []
+    for part in union_parts(tree):
+        tables = referenced_tables(part)
+        if not tables or all((p := dataset.table(t.name)) is not None and p.public for t in tables):
+            raise refuse_construct("UNION ALL part")
+        if is_ttest(part):
+            raise refuse_construct("UNION ALL part")
+        shapes.append(top_k_query_shape(part, dataset))
+    if len({len(shape.output_names) for shape in shapes}) > 1:
+        raise QuerySyntaxError("each UNION query must have the same number of columns")
+    assert isinstance(tree, exp.Union)  # union_parts refused INTERSECT and EXCEPT
+    return UnionQuery(tuple(shapes), union_modifiers(tree, shapes[0].output_names))
 
 
 def _refuse_sampling(tree: exp.Expression) -> None:

@@ -11,7 +11,13 @@ from proxy.analysis.ttest import TTestQuery
 from proxy.backends.base import Backend
 from proxy.config import DatasetPolicy
 from proxy.errors import UnsupportedQueryError
-from proxy.query.planning import checked_epsilon, histogram_queries, prepare_release, resolve_group_domains
+from proxy.query.planning import (
+    bound_choice_epsilon,
+    checked_epsilon,
+    histogram_queries,
+    prepare_release,
+    resolve_group_domains,
+)
 from proxy.query.top_k import gate_query
 from proxy.query.ttest import plan_ttest
 from proxy.release.top_k import TopKPlan
@@ -62,13 +68,15 @@ def explain_query(
     if not isinstance(statement, PrivateQuery):
         raise UnsupportedQueryError("only queries on private tables have a privacy cost to explain")
     shape = resolve_group_domains(statement.shape, execute=backend.execute, dialect=backend.dialect)
+    chosen_epsilon = checked_epsilon(dataset, epsilon)
     plan, engine_sql = prepare_release(
         shape,
-        epsilon=checked_epsilon(dataset, epsilon),
+        epsilon=chosen_epsilon,
         delta=delta,
         dialect=backend.dialect,
         gaussian=gaussian,
         other_row=other_row,
+        bound_epsilon=bound_choice_epsilon(shape, chosen_epsilon) if shape.value_bounds else 0.0,
     )
     if isinstance(plan, TopKPlan):
         return _explain_top_k(plan, engine_sql, dialect=backend.dialect)
@@ -86,6 +94,12 @@ def explain_query(
         for m in plan.measurements
     )
     histograms = histogram_queries(plan, dialect=backend.dialect)
+    notes = tuple(
+        f"{bound.describe()}: ε={plan.bound_epsilon / len(shape.value_bounds):.4g} of the query's ε picks "
+        f"its bound among {bound.unit:g} × (1, 2, 3, 4, 6, 8, … {bound.cap}); the sensitivities above are "
+        "those of the widest bound it can pick"
+        for bound in shape.value_bounds
+    )
     return Explanation(
         engine_sql,
         histograms,
@@ -95,6 +109,7 @@ def explain_query(
         plan.threshold,
         measurements,
         plan.threshold_delta,
+        notes=notes,
         partition=shape.partition.label if shape.partition is not None else None,
     )
 

@@ -22,7 +22,13 @@ from proxy.analysis.shape import GroupKey, QueryShape
 from proxy.config import ColumnType, DatasetPolicy
 from proxy.errors import InvalidParameterValueError, PolicyViolationError, UnsupportedQueryError
 from proxy.release.apply import Histograms
-from proxy.release.plan import ReleasePlan, bound_target_people, price_query
+from proxy.release.plan import (
+    ReleasePlan,
+    bound_selection_epsilon,
+    bound_target_people,
+    price_query,
+    split_epsilon,
+)
 from proxy.release.top_k import price_top_k, selection_applies
 from proxy.rewrite.bound_contributions import (
     QUANTILE_GRID,
@@ -31,6 +37,7 @@ from proxy.rewrite.bound_contributions import (
     distinct_inputs,
     histogram_query,
     mode_histogram_query,
+    value_histogram_query,
 )
 from proxy.rewrite.group_domains import domain_query, duplicate_keys_query, lookup_values_query
 from proxy.rewrite.safe_predicates import refuse_what_could_fail
@@ -277,6 +284,44 @@ def bound_histogram_sql(plan: ReleasePlan, dialect: str) -> str:
 def with_contribution_bound(shape: QueryShape, bound: int) -> QueryShape:
     """The shape with L fixed: what the query is rewritten and priced with once L is chosen."""
     return dataclasses.replace(shape, table=shape.table.with_max_contributions(bound))
+
+
+def bound_choice_epsilon(shape: QueryShape, epsilon: float) -> float:
+    """The part of a query's ε spent choosing bounds with DP before it is measured: a tenth when the table
+    chooses max_contributions per query ("auto") or per-person values need bounds; else nothing."""
+    return bound_selection_epsilon(epsilon) if shape.table.auto_contributions or shape.value_bounds else 0.0
+
+
+def union_shares(
+    shapes: list[QueryShape], *, epsilon: float, delta: float, gaussian: bool
+) -> tuple[float, float]:
+    """(ε of each part, δ of each part that spends δ) of a UNION ALL: the statement's ε split equally over
+    its parts, its δ over the parts that spend δ (keys from the data, Gaussian noise). Each share is the
+    largest float with parts × share <= the decimal the ledger charges, as within one query."""
+    spenders = sum(1 for shape in shapes if shape.thresholded or gaussian)
+    delta_share = split_epsilon(delta, spenders) if spenders and delta > 0 else delta
+    return split_epsilon(epsilon, len(shapes)), delta_share
+
+
+def choose_value_bounds(
+    plan: ReleasePlan, *, execute: Execute, dialect: str, rng: RandomSource
+) -> QueryShape:
+    """Per-person values aggregated without bounds (``AVG(n)`` over ``COUNT(*) AS n``): each is clamped to
+    ``M = unit × L``, L chosen with DP from ``⌈|value| / unit⌉`` over the people by the very mechanism of
+    max_contributions = "auto" (mechanisms/contribution_bound.py): among 1, 2, 3, 4, 6, 8, … up to the
+    cap, at the bias-variance optimum of ``plan``'s noisy totals (C = cells/ε per quantity people may be
+    clamped), anchored at the smallest candidate. ``plan.bound_epsilon`` is shared equally by the values;
+    each person is one row of the per-person table, so each histogram's scores have sensitivity 1."""
+    shape = plan.shape
+    share = split_epsilon(plan.bound_epsilon, len(shape.value_bounds))
+    target = bound_target_people(plan)
+    chosen = []
+    for bound in shape.value_bounds:
+        sql = value_histogram_query(shape, bound, dialect=dialect).sql(dialect=dialect)
+        people_by_count = {int(count): int(people) for count, people in execute(sql)[1]}
+        steps = dp_contribution_bound(people_by_count, cap=bound.cap, epsilon=share, rng=rng, target=target)
+        chosen.append(bound.with_choice(steps))
+    return shape.with_value_bounds(tuple(chosen))
 
 
 def totals_query(plan: ReleasePlan, *, dialect: str) -> str | None:

@@ -11,10 +11,11 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import logging
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 from sqlglot import exp
@@ -48,6 +49,7 @@ from proxy.analysis.statements import (
     Statement,
     TransactionStatement,
     TTestStatement,
+    UnionQuery,
     classify,
     classify_transaction,
 )
@@ -59,6 +61,7 @@ from proxy.catalog.shadow import READ_ONLY_PARAMETERS, ShadowCatalog
 from proxy.config import COARSE_CAP_STEP, ColumnType, DatasetPolicy, FederationPolicy
 from proxy.errors import (
     BackendUnavailableError,
+    DatatypeMismatchError,
     InvalidParameterValueError,
     ProxyError,
     QueryCanceledError,
@@ -68,15 +71,18 @@ from proxy.federation.exchange import FederationGateway, PeerAnswer
 from proxy.query.budget_view import budget_table
 from proxy.query.planning import (
     Execute,
+    bound_choice_epsilon,
     bound_histogram_sql,
     checked_epsilon,
     choose_contribution_bound,
+    choose_value_bounds,
     collect_histograms,
     histogram_queries,
     prepare_release,
     resolve_group_domains,
     totals_query,
     typed_key_rows,
+    union_shares,
     with_contribution_bound,
 )
 from proxy.query.reconstruct import answer_reconstruct
@@ -97,7 +103,7 @@ from proxy.release.cache_key import (
     encode_bound_choice,
 )
 from proxy.release.cost import release_cost
-from proxy.release.plan import ReleasePlan, bound_selection_epsilon, bound_target_people
+from proxy.release.plan import ReleasePlan, bound_target_people
 from proxy.release.postprocess import PostprocessEngine
 from proxy.release.stored import decode_table, encode_table
 from proxy.release.top_k import TopKPlan
@@ -228,11 +234,13 @@ class QueryService:
         statement = _classified(tree, self.dataset)
         if isinstance(statement, CopyStatement):
             return self._copy(statement, tree, principal=principal, settings=settings, text=text)
-        if isinstance(statement, PrivateQuery | TTestStatement):
+        if isinstance(statement, PrivateQuery | TTestStatement | UnionQuery):
             text = self.statement_text(tree) if text is None else text
             with response_deadline(self.dataset.response_deadline_ms):  # constant-time release, if set
                 if isinstance(statement, TTestStatement):
                     return self._answer_ttest(statement.query, text, principal=principal, settings=settings)
+                if isinstance(statement, UnionQuery):
+                    return self._answer_union(statement, text, principal=principal, settings=settings)
                 return self._answer_and_charge(statement.shape, text, principal=principal, settings=settings)
         return self._dispatch(statement, settings=settings, principal=principal)
 
@@ -255,6 +263,9 @@ class QueryService:
             return Description(None)  # COPY answers with CopyOutResponse, not RowDescription
         if isinstance(statement, PrivateQuery):
             return Description(self._planned_columns(statement.shape, settings))
+        if isinstance(statement, UnionQuery):
+            parts = self._plan_union(statement, principal=principal, settings=settings)
+            return Description(_union_columns([part.columns for part in parts]))
         if isinstance(statement, TTestStatement):
             return Description(ttest_columns(self._ttest_plan(statement.query, settings)))
         if isinstance(statement, _CHANGES_THE_SESSION):
@@ -268,6 +279,10 @@ class QueryService:
         plan, _ = prepare_release(
             shape, epsilon=epsilon, dialect=self.backend.dialect, **_release_options(shape, epsilon, settings)
         )
+        return self._columns_of(plan)
+
+    def _columns_of(self, plan: ReleasePlan) -> tuple[ResultColumn, ...]:
+        """The answer's columns, from post-processing run over one made-up noisy row."""
         columns = noisy_columns(plan)
         sample = ReleasedTable(columns, [tuple(_SAMPLE_VALUES[column.type] for column in columns)])
         return self._postprocess(plan.shape, sample).columns
@@ -460,6 +475,9 @@ class QueryService:
                 chosen.append(choice)
                 shape = with_contribution_bound(plan.shape, bound)
                 plan, sql = prepare_release(shape, epsilon=epsilon, dialect=dialect, **options)
+            plan, sql = self._choose_value_bounds(
+                plan, sql, epsilon=epsilon, options=options, execute=execute
+            )
             return self._measure(plan, sql, execute=execute)
 
         def remember(spend_id: int) -> None:
@@ -471,6 +489,177 @@ class QueryService:
         )
         noisy = self._spend(spend, principal, measure, key, remember=remember)
         return self._respond(plan, noisy, principal=principal, settings=settings, cached=False)
+
+    def _choose_value_bounds(
+        self,
+        plan: ReleasePlan,
+        sql: str | None,
+        *,
+        epsilon: float,
+        options: dict[str, Any],
+        execute: Execute,
+    ) -> tuple[ReleasePlan, str | None]:
+        """Per-person values aggregated without bounds: their bounds chosen with DP (it spends
+        ``plan.bound_epsilon``), and the query re-planned at the same ε with them."""
+        if not plan.shape.value_bounds or isinstance(plan, TopKPlan):
+            return plan, sql
+        dialect = self.backend.dialect
+        shape = choose_value_bounds(plan, execute=execute, dialect=dialect, rng=self.rng)
+        return prepare_release(shape, epsilon=epsilon, dialect=dialect, **options)
+
+    def _plan_union(
+        self, query: UnionQuery, *, principal: Principal, settings: SessionSettings
+    ) -> list[_UnionPart]:
+        """Every part planned before anything is reserved: the statement's ε split equally over the parts,
+        its δ over the parts that spend δ (keys from the data, Gaussian noise); each part's columns found
+        by post-processing one made-up row, so that parts whose columns do not match are refused free."""
+        shapes = [
+            resolve_group_domains(shape, execute=self.backend.execute, dialect=self.backend.dialect)
+            for shape in query.parts
+        ]
+        share, delta_share = union_shares(
+            shapes,
+            epsilon=self.epsilon(settings),
+            delta=float(settings.get("veil.delta")),
+            gaussian=settings.get("veil.mechanism") == "gaussian",
+        )
+        parts = []
+        for shape in shapes:
+            options = _release_options(shape, share, settings) | {"delta": delta_share}
+            plan, sql = prepare_release(shape, epsilon=share, dialect=self.backend.dialect, **options)
+            key = self._cache_key(plan, sql, principal) if self.dataset.answer_cache else None
+            stored = self.ledger.answer_cache.get(key) if key is not None else None
+            table = decode_table(stored) if stored is not None else None
+            parts.append(_UnionPart(plan, sql, share, options, key, table, self._columns_of(plan)))
+        return parts
+
+    def _answer_union(
+        self, query: UnionQuery, text: str, *, principal: Principal, settings: SessionSettings
+    ) -> StatementOutcome:
+        """``q1 UNION ALL q2 …``: every part planned (and its columns matched) first; the parts not in the
+        answer cache reserved together, one ledger entry for their summed cost, before any of them reads
+        a private row; then each measured, post-processed, and the rows put one after another."""
+        parts = self._plan_union(query, principal=principal, settings=settings)
+        columns = _union_columns([part.columns for part in parts])
+        plans, tables, cost = self._measure_union(parts, text, principal=principal, settings=settings)
+        answered = [self._postprocess(plan.shape, table) for plan, table in zip(plans, tables, strict=True)]
+        rows = [row for table in answered for row in _converted(table, columns)]
+        table = self._union_postprocess(ReleasedTable(columns, rows), query)
+        stored = [part.stored is not None for part in parts]
+        if cost is None:
+            notices = [self._spent_notice(principal, "", cached=True)]
+            charge = self._union_charge(None, plans, cached=True)
+        else:
+            notices = [self._spent_notice(principal, _union_description(cost, plans, stored), cached=False)]
+            fresh = [plan for plan, hit in zip(plans, stored, strict=True) if not hit]
+            charge = self._union_charge(cost, fresh, cached=False)
+        notices += [note for plan, part in zip(plans, tables, strict=True) for note in null_notes(plan, part)]
+        if settings.get("veil.show_error") == "on":
+            bounds = "; ".join(
+                f"part {i}: "
+                + ", ".join(
+                    f"{m.quantity.label} ±{m.error_bound(cells=max(len(t.rows), 1)):.4g}"
+                    for m in plan.measurements
+                )
+                for i, (plan, t) in enumerate(zip(plans, answered, strict=True), start=1)
+            )
+            notices.append(f"95% error bounds of the noise: {bounds}")
+        return StatementOutcome(
+            f"SELECT {len(table.rows)}", table=table, notices=tuple(notices), charge=charge
+        )
+
+    def _measure_union(
+        self, parts: list[_UnionPart], text: str, *, principal: Principal, settings: SessionSettings
+    ) -> tuple[list[ReleasePlan], list[ReleasedTable], Release | None]:
+        """Each part's final plan and noisy table, and the cost reserved (None: every part was stored).
+        A failure after the first engine query charges the whole reservation (``_spend``)."""
+        plans = [part.plan for part in parts]
+        tables = [part.stored for part in parts]
+        fresh = [part for part in parts if part.stored is None]
+        if not fresh:
+            return plans, [table for table in tables if table is not None], None
+        every = len(fresh) == len(parts)
+        cost = _union_cost(
+            [release_cost(part.plan) for part in fresh],
+            epsilon=self.epsilon(settings) if every else None,
+            delta=float(settings.get("veil.delta")) if every else None,
+        )
+        stored = [table is not None for table in tables]
+        charge = self._union_charge(cost, [part.plan for part in fresh], cached=False)
+        spend = _Spend(cost, text, charge, _union_description(cost, plans, stored))
+        measured: list[tuple[ReleasePlan, ReleasedTable]] = []
+
+        def measure(execute: Execute) -> list[tuple[ReleasePlan, ReleasedTable]]:
+            for part in fresh:
+                measured.append(self._measure_part(part, execute=execute))
+            return measured
+
+        def remember(spend_id: int) -> None:
+            for part, (_, table) in zip(fresh, measured, strict=True):
+                if part.key is not None:
+                    self.ledger.answer_cache.put(part.key, encode_table(table), spend_id=spend_id)
+
+        results = iter(self._spend(spend, principal, measure, None, remember=remember))
+        for index, table in enumerate(tables):
+            if table is None:
+                plans[index], tables[index] = next(results)
+        return plans, [table for table in tables if table is not None], cost
+
+    def _measure_part(self, part: _UnionPart, *, execute: Execute) -> tuple[ReleasePlan, ReleasedTable]:
+        """One part of a UNION ALL as a query of its own at its share of ε: its bounds chosen with DP first
+        (max_contributions = "auto" — never remembered across statements here — and per-person values)."""
+        plan, sql = part.plan, part.sql
+        dialect = self.backend.dialect
+        if plan.shape.table.auto_contributions and not isinstance(plan, TopKPlan):
+            bound = choose_contribution_bound(plan, execute=execute, dialect=dialect, rng=self.rng)
+            shape = with_contribution_bound(plan.shape, bound)
+            plan, sql = prepare_release(shape, epsilon=part.epsilon, dialect=dialect, **part.options)
+        plan, sql = self._choose_value_bounds(
+            plan, sql, epsilon=part.epsilon, options=part.options, execute=execute
+        )
+        return plan, self._measure(plan, sql, execute=execute)
+
+    def _union_charge(self, cost: Release | None, plans: list[ReleasePlan], *, cached: bool) -> Charge:
+        return Charge(
+            epsilon=cost.epsilon if cost is not None else sum(plan.epsilon for plan in plans),
+            delta=cost.delta if cost is not None else sum(plan.delta for plan in plans),
+            accountant=self.accountant.name,
+            mechanisms=", ".join(
+                sorted(
+                    {m.mechanism for plan in plans for m in plan.measurements}.union(*map(_selections, plans))
+                )
+            ),
+            cached=cached,
+        )
+
+    def _union_postprocess(self, table: ReleasedTable, query: UnionQuery) -> ReleasedTable:
+        """The statement's ORDER BY, LIMIT and OFFSET over the rows of all parts (in the sandbox)."""
+        modifiers = query.modifiers
+        if not modifiers.order and modifiers.limit is None and modifiers.offset is None:
+            return table
+        positional = ReleasedTable(
+            tuple(ResultColumn(f"_dp_col_{i}", column.type) for i, column in enumerate(table.columns)),
+            table.rows,
+        )
+        select = exp.select(exp.Star()).from_(exp.Table(this=exp.to_identifier(_UNION_TABLE)))
+        if modifiers.order:
+            select = select.order_by(
+                *(
+                    exp.Ordered(
+                        this=exp.column(f"_dp_col_{o.position}"), desc=o.descending, nulls_first=o.nulls_first
+                    )
+                    for o in modifiers.order
+                )
+            )
+        if modifiers.limit is not None:
+            select = select.limit(modifiers.limit)
+        if modifiers.offset is not None:
+            select = select.offset(modifiers.offset)
+        description, rows = self.postprocessor.run(
+            select.sql(dialect="duckdb"), positional, name=_UNION_TABLE
+        )
+        names = tuple(column.name for column in table.columns)
+        return ReleasedTable(table.columns, _typed_table(names, description, rows).rows)
 
     def _bound_key(self, plan: ReleasePlan, principal: Principal) -> CacheKey | None:
         """Where this analyst's DP choice of max_contributions for the query's table, filters, grouping
@@ -485,11 +674,11 @@ class QueryService:
         self,
         spend: _Spend,
         principal: Principal,
-        measure: Callable[[Execute], ReleasedTable],
+        measure: Callable[[Execute], _Measured],
         key: CacheKey | None,
         *,
         remember: Callable[[int], None] | None = None,
-    ) -> ReleasedTable:
+    ) -> _Measured:
         """Reserve, measure, commit — nothing is read from private rows before the reservation exists.
         Once an engine query has been sent the statement is charged whatever becomes of it; only a
         failure before the engine saw the query cancels the reservation."""
@@ -512,7 +701,7 @@ class QueryService:
             self.ledger.commit(reservation)
             raise self._charged_failure(error, spend) from None
         self.ledger.commit(reservation)  # noisy values exist: from here on the spend stands
-        if key is not None:
+        if key is not None and isinstance(noisy, ReleasedTable):
             self.ledger.answer_cache.put(key, encode_table(noisy), spend_id=reservation)
         if remember is not None:
             remember(reservation)
@@ -778,6 +967,89 @@ def _classified(tree: exp.Expression, dataset: DatasetPolicy) -> Statement:
         raise too_deep() from None
 
 
+_Measured = TypeVar("_Measured")
+_UNION_TABLE = "_dp_union"
+
+
+@dataclass(frozen=True)
+class _UnionPart:
+    """One part of a UNION ALL planned before anything is reserved: its plan at its share ``epsilon``, the
+    main engine SQL, the options it was priced with, its answer-cache key and stored answer, if any, and
+    the columns its answer will have."""
+
+    plan: ReleasePlan
+    sql: str | None
+    epsilon: float
+    options: dict[str, Any]
+    key: CacheKey | None
+    stored: ReleasedTable | None
+    columns: tuple[ResultColumn, ...]
+
+
+def _union_columns(parts: list[tuple[ResultColumn, ...]]) -> tuple[ResultColumn, ...]:
+    """The first part's names; each column's type the one all parts share — integer and real make real,
+    as PostgreSQL resolves them; anything else is refused (42804) before anything is spent."""
+    columns = []
+    for index, first in enumerate(parts[0]):
+        types = [part[index].type for part in parts]
+        if len(set(types)) == 1:
+            oids = {part[index].type_oid for part in parts}
+            columns.append(ResultColumn(first.name, first.type, oids.pop() if len(oids) == 1 else None))
+        elif set(types) == {ColumnType.INTEGER, ColumnType.REAL}:
+            columns.append(ResultColumn(first.name, ColumnType.REAL))
+        else:
+            other = next(t for t in types if t is not first.type)
+            raise DatatypeMismatchError(
+                f"UNION types {first.type.value} and {other.value} cannot be matched",
+                hint=f"make column {index + 1} ({first.name}) the same type in every part, e.g. with CAST",
+            )
+    return tuple(columns)
+
+
+def _converted(table: ReleasedTable, columns: tuple[ResultColumn, ...]) -> list[tuple[object, ...]]:
+    """A part's rows in the union's column types (an integer column of a part that is real in the union)."""
+    widen = [
+        i
+        for i, (mine, union) in enumerate(zip(table.columns, columns, strict=True))
+        if mine.type is ColumnType.INTEGER and union.type is ColumnType.REAL
+    ]
+    if not widen:
+        return table.rows
+    return [
+        tuple(float(v) if i in widen and v is not None else v for i, v in enumerate(row))  # type: ignore[arg-type]
+        for row in table.rows
+    ]
+
+
+def _sum_up(values: list[float]) -> float:
+    """An exact sum rounded up, so that a charge is never below the losses it adds."""
+    total = math.fsum(values)
+    return math.nextafter(total, math.inf) if total > 0 else 0.0
+
+
+def _union_cost(costs: list[Release], *, epsilon: float | None, delta: float | None) -> Release:
+    """One ledger entry for the parts measured: their summed losses (basic composition). When every part
+    is measured, the statement's own ε and δ (which the parts' equal shares never exceed)."""
+    spent_delta = _sum_up([cost.delta for cost in costs])
+    charged_delta = delta if delta is not None and spent_delta > 0 else spent_delta
+    return Release(
+        epsilon=epsilon if epsilon is not None else _sum_up([cost.epsilon for cost in costs]),
+        delta=charged_delta,
+        rho=_sum_up([cost.rho or 0.0 for cost in costs]),
+        rho_delta=min(_sum_up([cost.rho_delta for cost in costs]), charged_delta),
+    )
+
+
+def _union_description(cost: Release, plans: list[ReleasePlan], stored: list[bool]) -> str:
+    """``ε=1 in 2 parts of a UNION ALL (part 1: ε=0.5 (count(*) ε=0.5); part 2: the stored answer, free)``."""
+    parts = "; ".join(
+        f"part {i}: " + ("the stored answer, free" if hit else plan.describe())
+        for i, (plan, hit) in enumerate(zip(plans, stored, strict=True), start=1)
+    )
+    charge = f"ε={cost.epsilon:.4g}" + (f", δ={cost.delta:.3g}" if cost.delta else "")
+    return f"{charge} in {len(plans)} parts of a UNION ALL ({parts})"
+
+
 @dataclass(frozen=True)
 class _Spend:
     """What one statement's reservation is for: its cost, its text, its audit charge, and its
@@ -873,7 +1145,7 @@ def _release_options(shape: QueryShape, epsilon: float, settings: SessionSetting
         "delta": float(settings.get("veil.delta")),
         "gaussian": settings.get("veil.mechanism") == "gaussian",
         "other_row": settings.get("veil.other_row") == "on",
-        "bound_epsilon": bound_selection_epsilon(epsilon) if shape.table.auto_contributions else 0.0,
+        "bound_epsilon": bound_choice_epsilon(shape, epsilon),
     }
 
 

@@ -142,7 +142,11 @@ class ReleasePlan:
             f"{m.quantity.label} ε={m.epsilon:.4g}" + (f" δ={m.delta:.3g}" if m.gaussian else "")
             for m in self.measurements
         )
-        if self.bound_epsilon:
+        if self.bound_epsilon and self.shape.value_bounds:
+            share = split_epsilon(self.bound_epsilon, len(self.shape.value_bounds))
+            chosen = ", ".join(f"{bound.describe()} ε={share:.4g}" for bound in self.shape.value_bounds)
+            shares = f"{chosen}, {shares}"
+        elif self.bound_epsilon:
             shares = f"contribution bound L={self.shape.table.max_contributions} ε={self.bound_epsilon:.4g}, {shares}"
         elif self.remembered_bound:
             bound = self.shape.table.max_contributions

@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from sqlglot import exp
 
 from proxy.analysis.aggregates import AggregateInput
+from proxy.analysis.derived import ValueBound
 from proxy.analysis.quantities import Quantity, QuantityKind
 from proxy.analysis.refusals import refuse
 from proxy.analysis.shape import GroupKey, QueryShape
@@ -227,13 +228,23 @@ def distinct_inputs(inputs: Iterable[AggregateInput]) -> list[AggregateInput]:
 
 
 def _source(shape: QueryShape, dialect: str) -> exp.Expression:
-    """The table, or the per-person subquery (its own WHERE made error-free like any filter)."""
+    """The table, or the per-person subquery (its own WHERE and aggregate arguments made error-free like
+    any filter)."""
     if shape.source is None:
         return table_node(shape.table.name)
     inner = shape.source.select.copy()
+    table = shape.source.table
     where = inner.args.get("where")
     if where is not None:
-        inner.set("where", exp.Where(this=error_free(where.this, table=shape.source.table, dialect=dialect)))
+        inner.set("where", exp.Where(this=error_free(where.this, table=table, dialect=dialect)))
+    for aggregate in inner.find_all(exp.AggFunc):
+        argument = aggregate.this
+        if isinstance(argument, exp.Distinct):
+            argument.set(
+                "expressions", [error_free(e, table=table, dialect=dialect) for e in argument.expressions]
+            )
+        elif argument is not None and not isinstance(argument, exp.Star):
+            aggregate.set("this", error_free(argument, table=table, dialect=dialect))
     return inner.subquery(shape.table.name, copy=False)
 
 
@@ -352,6 +363,34 @@ def _weighted_histogram(shape: QueryShape, values: exp.Select, label: str) -> ex
     )
     return query.with_(exp.TableAlias(this=exp.to_identifier("_dp_values")), as_=values, copy=False).with_(
         exp.TableAlias(this=exp.to_identifier("_dp_totals")), as_=totals, copy=False
+    )
+
+
+def value_histogram_query(shape: QueryShape, bound: ValueBound, *, dialect: str) -> exp.Select:
+    """How many people have each ``⌈|value| / unit⌉`` of a per-person value (NULLs left out, counts above
+    the cap counted as the cap), after the query's own filters — what the DP choice of the value's bound
+    needs. Each person is one row of the per-person table, so one count here: sensitivity 1.
+
+    >>> value_histogram_query(shape, ValueBound("n", 1.0, 100, 1), dialect="duckdb").sql()
+    SELECT CAST(LEAST(CEIL(ABS(_dp_value_n) / 1.0), 100) AS BIGINT) AS _dp_count, COUNT(*) AS _dp_people
+    FROM (SELECT n AS _dp_value_n FROM (SELECT user_id, COUNT(*) AS n …) AS per_user) AS _dp_rows
+    WHERE NOT _dp_value_n IS NULL GROUP BY …
+    """
+    column = AggregateInput(bound.column, exp.column(bound.column))  # no bounds: the value as it is
+    rows = _filtered_rows(shape, (Quantity(QuantityKind.SUM, column),), dialect=dialect)
+    value = exp.column(value_alias(column))
+    steps = exp.Ceil(
+        this=exp.Div(this=exp.Abs(this=value), expression=exp.Literal.number(f"{float(bound.unit)!r}"))
+    )
+    capped = exp.Cast(
+        this=exp.Least(this=steps, expressions=[exp.convert(bound.cap)]),
+        to=exp.DataType(this=exp.DataType.Type.BIGINT),
+    )
+    counts = exp.select(capped.as_("_dp_count"), exp.Count(this=exp.Star()).as_("_dp_people"), copy=False)
+    return (
+        counts.from_(rows.subquery("_dp_rows"), copy=False)
+        .where(value.copy().is_(exp.null()).not_(), copy=False)
+        .group_by(capped.copy(), copy=False)
     )
 
 

@@ -81,6 +81,12 @@ def _engine_expressions(shape: QueryShape) -> Iterator[tuple[exp.Expression, Tab
         yield shape.where, shape.table
     if shape.source is not None and (where := shape.source.select.args.get("where")) is not None:
         yield where.this, shape.source.table
+    if shape.source is not None:  # a per-person subquery's aggregate arguments
+        for aggregate in shape.source.select.find_all(exp.AggFunc):
+            argument = aggregate.this
+            for part in argument.expressions if isinstance(argument, exp.Distinct) else [argument]:
+                if part is not None and not isinstance(part, exp.Star):
+                    yield part, shape.source.table
     for key in shape.group_keys:
         if not key.is_column:
             yield key.expression, shape.table

@@ -1,0 +1,51 @@
+"""``FILTER (WHERE …)`` on aggregates, as the CASE form the rest of the analysis already understands.
+
+An aggregate skips NULLs, so ``agg(x) FILTER (WHERE c)`` is ``agg(CASE WHEN c THEN x END)`` in SQL's own
+semantics, and ``COUNT(*) FILTER (WHERE c)`` is ``COUNT(CASE WHEN c THEN 1 END)``. After this rewrite the
+condition is an ordinary part of the aggregate's argument: checked against the allow-list and made
+error-free like any expression on private values (analysis/checks.py, rewrite/safe_predicates.py), and
+bounded by interval analysis (a CASE without ELSE has its THEN's range; analysis/intervals.py).
+
+>>> filters_as_case(sqlglot.parse_one("SELECT COUNT(*) FILTER (WHERE cost IS NULL) FROM visits")).sql()
+'SELECT COUNT(CASE WHEN cost IS NULL THEN 1 END) FROM visits'
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+
+def filters_as_case(tree: exp.Expression) -> exp.Expression:
+    """A copy of ``tree`` without FILTER clauses (``tree`` itself when it has none)."""
+    if tree.find(exp.Filter) is None:
+        return tree
+    return tree.transform(_rewrite)
+
+
+def _rewrite(node: exp.Expression) -> exp.Expression:
+    if not isinstance(node, exp.Filter) or not isinstance(node.expression, exp.Where):
+        return node
+    aggregate = _rewrite(node.this) if isinstance(node.this, exp.Filter) else node.this
+    return _conditional(aggregate.copy(), node.expression.this)
+
+
+def _conditional(aggregate: exp.Expression, condition: exp.Expression) -> exp.Expression:
+    """The aggregate with its argument replaced by ``CASE WHEN condition THEN argument END``."""
+    if isinstance(aggregate, exp.WithinGroup):  # PERCENTILE_CONT(q) WITHIN GROUP (ORDER BY x), MODE()
+        order = aggregate.expression
+        if isinstance(order, exp.Order):
+            for ordered in order.expressions:
+                ordered.set("this", _case(condition, ordered.this))
+        return aggregate
+    argument = aggregate.this
+    if isinstance(aggregate, exp.Count) and isinstance(argument, exp.Star):
+        aggregate.set("this", _case(condition, exp.Literal.number(1)))
+    elif isinstance(argument, exp.Distinct):
+        argument.set("expressions", [_case(condition, part) for part in argument.expressions])
+    elif argument is not None:
+        aggregate.set("this", _case(condition, argument))
+    return aggregate
+
+
+def _case(condition: exp.Expression, value: exp.Expression) -> exp.Case:
+    return exp.Case(ifs=[exp.If(this=condition.copy(), true=value)])
