@@ -26,6 +26,8 @@ from sqlglot import exp
 from proxy.analysis.checks import check_predicate
 from proxy.analysis.derived import DerivedSource, ValueBound
 from proxy.analysis.intervals import interval, is_integer
+from proxy.analysis.refusals import refuse_construct
+from proxy.analysis.set_operations import union_parts
 from proxy.config import DEFAULT_CONTRIBUTION_CAP, ColumnPolicy, ColumnType, DatasetPolicy, TablePolicy
 from proxy.errors import PolicyViolationError, UnknownColumnError, UnknownTableError
 
@@ -42,10 +44,8 @@ def refuse(message: str, *, hint: str | None = None) -> PolicyViolationError:
 def per_person_table(subquery: exp.Subquery, dataset: DatasetPolicy) -> tuple[TablePolicy, DerivedSource]:
     inner = subquery.this
     if isinstance(inner, exp.SetOperation):
-        raise refuse(
-            f"{inner.key.upper()} is not allowed in a subquery over private data",
-            hint="write UNION ALL of aggregate queries as the whole statement: each part is answered on its own",
-        )
+        union_parts(inner)  # INTERSECT, EXCEPT and UNION without ALL have messages of their own
+        raise refuse_construct("nested UNION ALL")
     if not isinstance(inner, exp.Select):
         raise refuse("only a SELECT can be used as a subquery over private data")
     table = _inner_table(inner, dataset)

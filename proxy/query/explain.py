@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from mechanisms.ttest import noise_parameters
 from proxy.analysis.parse import parse_statements
-from proxy.analysis.statements import PrivateQuery, TTestStatement, classify
+from proxy.analysis.shape import QueryShape
+from proxy.analysis.statements import PrivateQuery, TTestStatement, UnionQuery, classify
 from proxy.analysis.ttest import TTestQuery
 from proxy.backends.base import Backend
 from proxy.config import DatasetPolicy
@@ -17,6 +19,7 @@ from proxy.query.planning import (
     histogram_queries,
     prepare_release,
     resolve_group_domains,
+    union_shares,
 )
 from proxy.query.top_k import gate_query
 from proxy.query.ttest import plan_ttest
@@ -65,18 +68,99 @@ def explain_query(
     statement = classify(trees[0], dataset)
     if isinstance(statement, TTestStatement):
         return _explain_ttest(statement.query, dataset, epsilon=epsilon, delta=delta, dialect=backend.dialect)
+    if isinstance(statement, UnionQuery):
+        return _explain_union(
+            statement,
+            dataset,
+            backend=backend,
+            epsilon=epsilon,
+            delta=delta,
+            gaussian=gaussian,
+            other_row=other_row,
+        )
     if not isinstance(statement, PrivateQuery):
         raise UnsupportedQueryError("only queries on private tables have a privacy cost to explain")
-    shape = resolve_group_domains(statement.shape, execute=backend.execute, dialect=backend.dialect)
-    chosen_epsilon = checked_epsilon(dataset, epsilon)
+    return _explain_shape(
+        statement.shape,
+        backend=backend,
+        epsilon=checked_epsilon(dataset, epsilon),
+        delta=delta,
+        gaussian=gaussian,
+        other_row=other_row,
+    )
+
+
+def _explain_union(
+    query: UnionQuery,
+    dataset: DatasetPolicy,
+    *,
+    backend: Backend,
+    epsilon: float | None,
+    delta: float,
+    gaussian: bool,
+    other_row: bool,
+) -> Explanation:
+    """Each part explained at its share of ε (and of δ), as the query service charges it; the charge is
+    the statement's ε, and δ when a part spends it."""
+    shapes = list(query.parts)
+    total = checked_epsilon(dataset, epsilon)
+    share, delta_share = union_shares(shapes, epsilon=total, delta=delta, gaussian=gaussian)
+    parts = [
+        _explain_shape(
+            shape, backend=backend, epsilon=share, delta=delta_share, gaussian=gaussian, other_row=other_row
+        )
+        for shape in shapes
+    ]
+    cells = [part.cells for part in parts]
+    return Explanation(
+        engine_sql=";\n".join(
+            f"-- part {i}\n{part.engine_sql}" for i, part in enumerate(parts, start=1) if part.engine_sql
+        )
+        or None,
+        histogram_sql={
+            f"part {i}: {name}": sql
+            for i, part in enumerate(parts, start=1)
+            for name, sql in part.histogram_sql.items()
+        },
+        epsilon=total,
+        cells=None if None in cells else sum(c or 0 for c in cells),
+        delta=delta if any(part.delta for part in parts) else 0.0,
+        threshold=None,
+        measurements=tuple(
+            dataclasses.replace(m, quantity=f"part {i}: {m.quantity}")
+            for i, part in enumerate(parts, start=1)
+            for m in part.measurements
+        ),
+        threshold_delta=0.0,
+        notes=(
+            f"UNION ALL of {len(parts)} parts: each is answered on its own with ε = {share:.4g}"
+            + (
+                f" (δ = {delta_share:.3g} for each part that spends δ)"
+                if any(part.delta for part in parts)
+                else ""
+            ),
+            *(
+                f"part {i}: keys released only if their noisy number of people exceeds τ = {part.threshold:.4g}"
+                for i, part in enumerate(parts, start=1)
+                if part.threshold is not None
+            ),
+            *(f"part {i}: {note}" for i, part in enumerate(parts, start=1) for note in part.notes),
+        ),
+    )
+
+
+def _explain_shape(
+    shape: QueryShape, *, backend: Backend, epsilon: float, delta: float, gaussian: bool, other_row: bool
+) -> Explanation:
+    shape = resolve_group_domains(shape, execute=backend.execute, dialect=backend.dialect)
     plan, engine_sql = prepare_release(
         shape,
-        epsilon=chosen_epsilon,
+        epsilon=epsilon,
         delta=delta,
         dialect=backend.dialect,
         gaussian=gaussian,
         other_row=other_row,
-        bound_epsilon=bound_choice_epsilon(shape, chosen_epsilon) if shape.value_bounds else 0.0,
+        bound_epsilon=bound_choice_epsilon(shape, epsilon) if shape.value_bounds else 0.0,
     )
     if isinstance(plan, TopKPlan):
         return _explain_top_k(plan, engine_sql, dialect=backend.dialect)
