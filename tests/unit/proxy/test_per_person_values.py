@@ -12,6 +12,8 @@ from proxy.analysis.derived import ValueBound
 from proxy.analysis.parse import parse_statements
 from proxy.analysis.shape import QueryShape
 from proxy.analysis.statements import PrivateQuery, classify
+from proxy.backends.duckdb import DuckDBBackend
+from proxy.query.explain import explain_query
 from proxy.query.planning import Execute, bound_choice_epsilon, choose_value_bounds, prepare_release
 from proxy.release.plan import price_query
 from proxy.rewrite.bound_contributions import value_histogram_query
@@ -125,3 +127,21 @@ def test_values_filtered_out_by_the_outer_where_are_not_counted(engine: Execute)
     (bound,) = shape.value_bounds
     rows = engine(value_histogram_query(shape, bound, dialect="duckdb").sql(dialect="duckdb"))[1]
     assert 60 not in dict(rows)
+
+
+def test_explain_charges_the_choice_and_says_so() -> None:
+    sandbox = DuckDBBackend.sandbox()
+    try:
+        explanation = explain_query(
+            clinic_policy(), f"SELECT AVG(n) {PER_PATIENT}", backend=sandbox, epsilon=1.0
+        )
+    finally:
+        sandbox.close()
+    assert [(m.quantity, m.epsilon, m.sensitivity) for m in explanation.measurements] == [
+        ("sum(n)", pytest.approx(0.45), 1000.0),
+        ("count(n)", pytest.approx(0.45), 1.0),
+    ]
+    (note,) = explanation.notes
+    assert note.startswith(
+        "n in [0, 1000] at most, chosen with DP when the query runs: ε=0.1 of the query's ε"
+    )

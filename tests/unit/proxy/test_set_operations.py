@@ -8,7 +8,9 @@ import sqlglot
 from proxy.analysis.parse import parse_statements
 from proxy.analysis.set_operations import UnionModifiers, UnionOrder, union_modifiers, union_parts
 from proxy.analysis.statements import PublicQuery, UnionQuery, classify
+from proxy.backends.duckdb import DuckDBBackend
 from proxy.errors import PolicyViolationError, ProxyError
+from proxy.query.explain import explain_query
 from tests.unit.proxy.policy_fixture import clinic_policy
 
 
@@ -118,3 +120,23 @@ def test_union_modifiers_refuse_an_ambiguous_name() -> None:
 def test_refusals_are_policy_violations() -> None:
     with pytest.raises(PolicyViolationError):
         classify_sql("SELECT COUNT(*) FROM visits INTERSECT SELECT COUNT(*) FROM visits")
+
+
+def test_explain_prices_each_part_at_its_share() -> None:
+    sandbox = DuckDBBackend.sandbox()
+    try:
+        explanation = explain_query(
+            clinic_policy(),
+            "SELECT 'all', COUNT(*) FROM visits UNION ALL SELECT region, COUNT(*) FROM visits GROUP BY region",
+            backend=sandbox,
+            epsilon=1.0,
+        )
+    finally:
+        sandbox.close()
+    assert explanation.epsilon == 1.0 and explanation.cells == 3
+    assert [(m.quantity, m.epsilon) for m in explanation.measurements] == [
+        ("part 1: count(*)", 0.5),
+        ("part 2: count(*)", 0.5),
+    ]
+    assert explanation.engine_sql is not None and explanation.engine_sql.count("-- part") == 2
+    assert explanation.notes[0] == "UNION ALL of 2 parts: each is answered on its own with ε = 0.5"
