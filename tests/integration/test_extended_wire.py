@@ -340,6 +340,12 @@ DESCRIBED_QUERIES = [
     "SELECT date_trunc('year', visit_date) AS y, COUNT(*) FROM visits WHERE visit_id > {} GROUP BY 1",
     "SELECT date_trunc('year', visit_date) AS y, COUNT(*) + 1 FROM visits WHERE visit_id > {} GROUP BY 1",
     "SELECT remaining_epsilon > {} AS ok, dataset FROM veil.budget",
+    "WITH p AS (SELECT patient_id, COUNT(*) AS n FROM visits WHERE visit_id > {} GROUP BY patient_id)"
+    " SELECT AVG(n), MEDIAN(n) FROM p",
+    "SELECT COUNT(*) FILTER (WHERE age > {}) AS old, COUNT(*) AS n FROM patients"
+    " UNION ALL SELECT AVG(income), COUNT(*) FROM patients",
+    "SELECT 'all' AS region, COUNT(*) AS n FROM patients WHERE age > {}"
+    " UNION ALL SELECT region, COUNT(*) FROM patients GROUP BY region ORDER BY n DESC LIMIT 3",
     "SELECT {} + 1 AS n, 'x' AS t, DATE '2024-01-01' AS d, 1.5 AS r, TRUE AS b",
 ]
 
