@@ -21,6 +21,7 @@ from sqlglot import exp
 from proxy.analysis.aggregates import Aggregate, AggregateKind, parse_aggregate
 from proxy.analysis.canonical_order import canonical_order
 from proxy.analysis.checks import SCALAR_NODES, check_predicate
+from proxy.analysis.complexity import check_complexity
 from proxy.analysis.derived import DerivedSource, ValueBound
 from proxy.analysis.filter_clauses import filters_as_case
 from proxy.analysis.key_types import expression_type
@@ -146,7 +147,10 @@ def referenced_tables(tree: exp.Expression) -> list[exp.Table]:
 def query_shape(tree: exp.Expression, dataset: DatasetPolicy) -> QueryShape:
     """Check a statement that references tables and describe it, or refuse it. WITH queries are inlined,
     FILTER clauses become CASE arguments and row-level subqueries are folded first (one file each)."""
-    tree = fold_row_subqueries(filters_as_case(inline_with(tree, max_nodes=dataset.limits.max_nodes)))
+    inlined = filters_as_case(inline_with(tree, max_nodes=dataset.limits.max_nodes))
+    tree = fold_row_subqueries(inlined)
+    if tree is not inlined:  # a subquery's expression is copied to each place that reads it
+        check_complexity(tree, dataset.limits)
     for table in referenced_tables(tree):
         _table_policy(table, dataset)
     if not isinstance(tree, exp.Select):

@@ -5,8 +5,16 @@ from __future__ import annotations
 import pytest
 import sqlglot
 
+from proxy.analysis.parse import parse_statements
 from proxy.analysis.row_subqueries import fold_row_subqueries
-from proxy.errors import AmbiguousColumnError, PolicyViolationError, UnknownColumnError
+from proxy.analysis.statements import classify
+from proxy.errors import (
+    AmbiguousColumnError,
+    PolicyViolationError,
+    ProgramLimitExceededError,
+    UnknownColumnError,
+)
+from tests.unit.proxy.policy_fixture import clinic_policy
 
 
 def folded(sql: str) -> str:
@@ -99,3 +107,15 @@ def test_folds(sql: str, expected: str) -> None:
 def test_refusals(sql: str, error: type[Exception], message: str) -> None:
     with pytest.raises(error, match=message):
         folded(sql)
+
+
+def test_an_expression_read_many_times_counts_each_time_against_the_complexity_limit() -> None:
+    """40 nested calls under one name, read 30 times: 1,200 calls per row once folded, not 40."""
+    nested = "age"
+    for _ in range(20):
+        nested = f"abs(floor({nested}))"
+    reads = ", ".join(["x"] * 30)
+    sql = f"SELECT SUM(veil_clamp(GREATEST({reads}), 0, 1)) FROM (SELECT {nested} AS x FROM visits) AS s"
+    (tree,) = parse_statements(sql)
+    with pytest.raises(ProgramLimitExceededError, match="1202 scalar function calls"):
+        classify(tree, clinic_policy())
