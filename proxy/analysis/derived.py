@@ -13,10 +13,10 @@ from proxy.config import TablePolicy
 @dataclass(frozen=True)
 class ValueBound:
     """How the bound of a per-person value (``COUNT(*) AS n``, ``SUM(cost) AS spent``) is chosen with DP
-    when the query gives none: ``M = unit × L``, L a DP 0.99-quantile of ``⌈|value| / unit⌉`` over the
-    people (at most ``cap``), by the same mechanism as ``max_contributions = "auto"``
+    when the query gives none: ``M = unit × L``, L chosen with DP from ``⌈|value| / unit⌉`` over the people
+    (at most ``cap``) by the same mechanism and target as ``max_contributions = "auto"``
     (mechanisms/contribution_bound.py). Each person is one row of the per-person table, so one count of
-    that histogram: sensitivity 1. Values are then clamped to ``[0, M]`` (``sign`` 1: the value cannot be
+    that histogram: the scores' sensitivity is 1. Values are then clamped to ``[0, M]`` (``sign`` 1: the value cannot be
     negative), ``[−M, 0]`` (``sign`` −1) or ``[−M, M]`` (``sign`` 0). ``chosen`` is L once chosen."""
 
     column: str

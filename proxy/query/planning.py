@@ -287,8 +287,9 @@ def with_contribution_bound(shape: QueryShape, bound: int) -> QueryShape:
 
 
 def bound_choice_epsilon(shape: QueryShape, epsilon: float) -> float:
-    """The part of a query's ε spent choosing bounds with DP before it is measured: a tenth when the table
-    chooses max_contributions per query ("auto") or per-person values need bounds; else nothing."""
+    """The part of a query's ε spent choosing bounds with DP before it is measured (``bound_selection_epsilon``)
+    when the table chooses max_contributions per query ("auto") or per-person values need bounds; else
+    nothing."""
     return bound_selection_epsilon(epsilon) if shape.table.auto_contributions or shape.value_bounds else 0.0
 
 

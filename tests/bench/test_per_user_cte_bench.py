@@ -2,7 +2,7 @@
 
 ``WITH per_user AS (SELECT user_id, COUNT(*) AS n FROM ratings GROUP BY user_id) SELECT AVG(n) FROM per_user``
 at ε = 1, privacy unit userId (671 users, 100,004 ratings). No bound is given, so Veil chooses the bound of
-``n`` with DP (a tenth of ε, the 0.99-quantile of ``n`` on the grid 1, 2, 3, 4, 6, …, 1,000), clamps ``n`` to
+``n`` with DP (a tenth of ε, the "auto" bound's mechanism on the grid 1, 2, 3, 4, 6, …, 1,000), clamps ``n`` to
 it and answers noisy SUM / noisy COUNT with the rest. Metric: mean relative error |noisy − true| / true over
 fresh draws (``answer_cache = false``, each run charged). Needs ../shared/data/movielens_dslabs.csv (skips
 otherwise).

@@ -261,7 +261,7 @@ def test_shape_is_answered_priced_and_accurate(
 
 
 def test_per_user_average_without_bounds_prices_the_chosen_bound(service: QueryService) -> None:
-    """At a small ε the chosen bound is a tenth of it, named in the NOTICE, and the answer still a count."""
+    """At ε = 1 the chosen bound costs a tenth of it, named in the NOTICE; the answer is an average."""
     outcome = run(service, PER_USER + "SELECT AVG(n) FROM per_user", epsilon="1")
     assert "chosen with DP ε=0.1, sum(n) ε=0.45, count(n) ε=0.45" in outcome.notices[0]
     assert outcome.table is not None and outcome.table.columns[0].type is ColumnType.REAL
