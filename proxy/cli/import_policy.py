@@ -87,15 +87,18 @@ def section_text(dataset: str, table: str, entry: Mapping[str, Any]) -> str:
     prefix = f"datasets.{dataset}.tables.{table}"
     lines = [f"[{prefix}]"]
     lines += [f"{name} = {_toml(value)}" for name, value in entry.items() if name != "columns"]
-    lines += ["", f"[{prefix}.columns]"]
+    inline = {
+        name: f"{name} = {{ {', '.join(f'{k} = {_toml(v)}' for k, v in column.items())} }}"
+        for name, column in entry["columns"].items()
+    }
+    if all(len(text) <= _INLINE_WIDTH for text in inline.values()):
+        return "\n".join([*lines, "", f"[{prefix}.columns]", *inline.values()]) + "\n"
+    # a long one gets its own section — and then every column does, so that the file keeps the table's
+    # column order (TOML puts a table's plain keys before its sub-tables)
     long_ones: list[str] = []
     for name, column in entry["columns"].items():
-        inline = f"{name} = {{ {', '.join(f'{k} = {_toml(v)}' for k, v in column.items())} }}"
-        if len(inline) <= _INLINE_WIDTH:
-            lines.append(inline)
-        else:
-            long_ones += ["", f"[{prefix}.columns.{name}]"]
-            long_ones += [f"{k} = {_wrapped(v) if k == 'values' else _toml(v)}" for k, v in column.items()]
+        long_ones += ["", f"[{prefix}.columns.{name}]"]
+        long_ones += [f"{k} = {_wrapped(v) if k == 'values' else _toml(v)}" for k, v in column.items()]
     return "\n".join([*lines, *long_ones]) + "\n"
 
 

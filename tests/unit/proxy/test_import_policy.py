@@ -181,3 +181,20 @@ def test_dataset_names_match_whatever_their_case(config_path: Path, visits_csv: 
     assert "[datasets.Clinic.tables.visits]" in config_path.read_text(encoding="utf-8")
     with duckdb.connect(str(config_path.parent / "clinic.duckdb"), read_only=True) as connection:
         assert connection.execute("SELECT count(*) FROM visits").fetchall() == [(3,)]
+
+
+def test_a_long_column_keeps_the_column_order_of_the_table() -> None:
+    """TOML reads a table's plain keys before its sub-tables: a long column alone in a section of its own
+    would move behind the others (clients list columns in the policy's order)."""
+    import tomllib
+
+    from proxy.cli.import_policy import section_text
+
+    values = [f"value number {i}" for i in range(20)]
+    entry = {
+        "privacy_unit": "pid",
+        "columns": {"pid": {"type": "integer"}, "long": {"type": "text", "public": True, "values": values},
+                    "last": {"type": "real"}},
+    }  # fmt: skip
+    parsed = tomllib.loads(section_text("d", "t", entry))
+    assert list(parsed["datasets"]["d"]["tables"]["t"]["columns"]) == ["pid", "long", "last"]
