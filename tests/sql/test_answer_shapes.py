@@ -19,6 +19,7 @@ import contextlib
 import datetime
 import math
 import random
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -341,27 +342,34 @@ def test_describe_announces_the_types_the_answer_has(service: QueryService) -> N
     "sql",
     [
         "SELECT COUNT(DISTINCT customer_id) FROM sessions",  # "auto", but the bound does not matter
-        "SELECT COUNT(*), AVG(pages) FROM sessions",  # "auto": a tenth of ε chooses L
+        "SELECT COUNT(*), AVG(pages) FROM sessions",  # "auto": a share of ε chooses L
         "SELECT region, SUM(price), STDDEV(quantity), MEDIAN(quantity) FROM orders GROUP BY region",
+        # a per-person value whose bound is chosen with DP
+        "WITH per_customer AS (SELECT customer_id, COUNT(*) AS n FROM orders GROUP BY customer_id)"
+        " SELECT AVG(n) FROM per_customer",
     ],
 )
 def test_explain_shows_the_split_the_answer_is_charged(
     service: QueryService, engine: Engine, sql: str
 ) -> None:
+    """The same parts with the same ε, in the same order; a bound chosen with DP shows its value only
+    in the answer's NOTICE (``L=4``, ``n in [0, 4]``), where explain says what it may be."""
     explanation = explain_query(engine.dataset, sql, backend=service.backend, epsilon=2.0)
     outcome = run(service, sql, {"veil.epsilon": "2"})
     assert outcome.charge is not None
     assert explanation.epsilon == outcome.charge.epsilon == 2.0
     notice = outcome.notices[0]
-    explained = ", ".join(f"{m.quantity.split(' L=')[0]} ε={m.epsilon:.4g}" for m in explanation.measurements)
-    charged = notice.split("this answer spent ε=2 (", 1)[1].rsplit("); ", 1)[0]
-    assert _without_bound_value(charged) == explained
-    assert ("contribution bound" in notice) is ("COUNT(*)" in sql)
+    split = notice.split("this answer spent ε=2 (", 1)[1].rsplit("); ", 1)[0]
+    charged = re.findall(r"(?:^|, )(.*?) ε=([0-9.e+-]+)(?=, |$)", split)  # a label may hold ", "
+    explained = [(m.quantity, f"{m.epsilon:.4g}") for m in explanation.measurements]
+    assert [epsilon for _, epsilon in charged] == [epsilon for _, epsilon in explained]
+    for (charged_label, _), (explained_label, _) in zip(charged, explained, strict=True):
+        if _is_bound_choice(explained_label):
+            assert _is_bound_choice(charged_label), (charged_label, explained_label)
+        else:
+            assert charged_label == explained_label
+    assert ("contribution bound" in notice) is ("COUNT(*)" in sql and "WITH" not in sql)
 
 
-def _without_bound_value(split: str) -> str:
-    """The bound's L is known only once chosen: "contribution bound L=8 ε=…" → "contribution bound ε=…"."""
-    if not split.startswith("contribution bound L="):
-        return split
-    head, rest = split.split(" L=", 1)
-    return head + " " + rest.split(" ", 1)[1]
+def _is_bound_choice(label: str) -> bool:
+    return label.startswith("contribution bound L=") or "chosen with DP" in label
