@@ -376,7 +376,9 @@ class VeilSession:
             ledger=self.ledger,
             rng=random.Random(f"top-k {seed}"),
         )
-        self.settings = {name: SessionSettings() for name in self.accounts}
+        # the paper's methods post-process raw noisy frequencies (sums, means, rankings): counts as drawn,
+        # not clamped at 0 (docs/privacy.md, "Post-processing"), so the published results reproduce
+        self.settings = {name: SessionSettings({"veil.raw_counts": "on"}) for name in self.accounts}
 
     def close(self) -> None:
         self.service.backend.close()

@@ -67,6 +67,27 @@ def _ttest_mode(value: str) -> str:
     return value.lower()
 
 
+MAX_ROUND_DIGITS = 15  # veil.round = n: as ROUND(x, n), with n from -15 to 15
+
+
+def _round(value: str) -> str:
+    """auto, off, or a number of decimal digits (negative: tens, hundreds…)."""
+    word = value.strip().lower()
+    if word in ("auto", "off"):
+        return word
+    try:
+        digits = int(word)
+    except ValueError:
+        digits = MAX_ROUND_DIGITS + 1
+    if abs(digits) > MAX_ROUND_DIGITS:
+        raise InvalidParameterValueError(
+            f'invalid value for parameter "veil.round": "{value}"',
+            hint=f"use auto (the default), off, or a number of decimal digits from -{MAX_ROUND_DIGITS} "
+            f"to {MAX_ROUND_DIGITS} (negative: tens, hundreds…)",
+        )
+    return str(digits)
+
+
 def _on_off(value: str) -> str:
     words = {
         "on": "on",
@@ -128,6 +149,20 @@ SETTINGS: tuple[Setting, ...] = (
         _on_off,
     ),
     Setting(
+        "veil.raw_counts",
+        "off",
+        "on: noisy counts (and sums of columns whose bounds fix their sign) as drawn — unbiased, so sums "
+        "of answers stay unbiased, but possibly negative; off: clamped at 0.",
+        _on_off,
+    ),
+    Setting(
+        "veil.round",
+        "auto",
+        "How noisy sums, averages, variances and quantiles are rounded: auto (to one digit below the "
+        "noise's order of magnitude), off, or a number of decimal digits as in ROUND(x, n).",
+        _round,
+    ),
+    Setting(
         "veil.show_error",
         "off",
         "on: a NOTICE after each DP answer gives, per noisy quantity, the 95% error bound of its noise.",
@@ -185,6 +220,13 @@ class SessionSettings:
         setting = lookup(name)
         self._values[setting.name.lower()] = setting.normalize(value)
         return setting
+
+    def with_value(self, name: str, value: str) -> SessionSettings:
+        """A copy of these settings with one more set; this session's own are left as they are."""
+        copy = SessionSettings()
+        copy._values = dict(self._values)
+        copy.set(name, value)
+        return copy
 
     def reset(self, name: str) -> Setting:
         setting = lookup(name)

@@ -127,7 +127,9 @@ class AggregateInput:
     lower: float | None = None
     upper: float | None = None
     values: tuple[Any, ...] | None = None  # MODE: the column's public domain, its candidates
-    shown: str | None = dataclasses.field(default=None, compare=False)  # for notices; default: name
+    # As the analyst wrote it (``v.cost``, ``price * qty``), for notices and ``veil explain`` (default: name);
+    # not part of what is measured, so two spellings of one input are one quantity and one stored answer
+    shown: str | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def has_bounds(self) -> bool:
@@ -177,6 +179,17 @@ class Aggregate:
     column: AggregateInput | None  # None for COUNT(*), COUNT(DISTINCT unit) and the (y, x) aggregates
     q: Fraction | None = None  # the quantile, for QUANTILE (MEDIAN 1/2, MIN 0, MAX 1)
     pair: PairInputs | None = None  # the (y, x) aggregates
+    # COUNT(DISTINCT unit): the unit as the analyst wrote it (``v.patient_id``), for its label only
+    unit: str = dataclasses.field(default="", compare=False, repr=False)
+
+    @property
+    def is_count(self) -> bool:
+        return self.kind in (
+            AggregateKind.COUNT_ROWS,
+            AggregateKind.COUNT,
+            AggregateKind.COUNT_UNITS,
+            AggregateKind.REGR_COUNT,
+        )
 
     @property
     def inputs(self) -> tuple[AggregateInput, ...]:
@@ -194,16 +207,22 @@ class Aggregate:
         if self.kind is AggregateKind.COUNT_ROWS:
             return "count(*)"
         if self.kind is AggregateKind.COUNT_UNITS:
-            return "count(distinct unit)"
+            return f"count(DISTINCT {self.unit or 'unit'})"
         assert self.column is not None
         return f"{self.kind.value}({self.column.text})"
 
 
 def selection_label(kind: str, column: AggregateInput | None, q: Fraction | None) -> str:
-    """``quantile(col, 0.5)`` or ``mode(col)``: how aggregates and their measured quantities are named
-    in plans, ``veil explain`` and notices."""
+    """``min(age)``, ``median(age)``, ``percentile_cont(0.9) WITHIN GROUP (ORDER BY age)`` or
+    ``mode(blood)``: how a selection is named in plans, ``veil explain`` and notices — as SQL
+    writes it, with the column as the analyst wrote it."""
     assert column is not None
-    return f"quantile({column.text}, {float(q or 0):g})" if kind == "quantile" else f"mode({column.text})"
+    if kind == "mode":
+        return f"mode({column.text})"
+    names = {Fraction(0): "min", Fraction(1): "max", Fraction(1, 2): "median"}
+    if q in names:
+        return f"{names[q]}({column.text})"
+    return f"percentile_cont({float(q or 0):g}) WITHIN GROUP (ORDER BY {column.text})"
 
 
 _QUANTILES: dict[type[exp.Expression], Fraction] = {
@@ -265,7 +284,9 @@ def _mode(node: exp.Expression, scope: ColumnScope) -> Aggregate | None:
             hint=f"the candidates of a DP mode must be public: declare {argument.name} public with "
             "values = [...] or range = [start, stop, step] in the policy (veil.toml)",
         )
-    source = AggregateInput(column.name, exp.column(column.name), column.type, values=column.values)
+    source = AggregateInput(
+        column.name, exp.column(column.name), column.type, values=column.values, shown=written(argument)
+    )
     return Aggregate(AggregateKind.MODE, source)
 
 
@@ -395,8 +416,15 @@ def _aggregate_input(argument: exp.Expression, scope: ColumnScope, kind: Aggrega
     if isinstance(argument, exp.Column):
         column = scope.column(argument)
         if column.type is ColumnType.DATE:
-            return _date_input(column, kind)
-        source = AggregateInput(column.name, exp.column(column.name), column.type, column.lower, column.upper)
+            return dataclasses.replace(_date_input(column, kind), shown=written(argument))
+        source = AggregateInput(
+            column.name,
+            exp.column(column.name),
+            column.type,
+            column.lower,
+            column.upper,
+            shown=written(argument),
+        )
         bound = scope.value_bound(column.name) if kind.needs_bounds and not source.has_bounds else None
         if bound is not None:  # a per-person total: bounds chosen with DP when the query runs
             lower, upper = bound.bounds
@@ -443,7 +471,7 @@ def day_number(day: datetime.date) -> int:
 
 
 def day_of(number: float) -> datetime.date:
-    """The date of a released day number (a quantile's grid point: rounding is post-processing)."""
+    """The date of a day number (a released quantile's day is chosen in release/apply.py: post-processing)."""
     return DAY_ZERO + datetime.timedelta(days=round(number))
 
 
@@ -506,19 +534,24 @@ def _distinct_count(node: exp.Expression, distinct: exp.Distinct, scope: ColumnS
         and isinstance(arguments[0], exp.Column)
         and scope.column(arguments[0]).name == unit
     ):
-        return Aggregate(AggregateKind.COUNT_UNITS, None)
+        return Aggregate(AggregateKind.COUNT_UNITS, None, unit=written(arguments[0]))
     raise refuse(
         "DISTINCT aggregates are only supported as COUNT(DISTINCT <privacy unit>)",
         hint=f"count people with COUNT(DISTINCT {unit})" if unit else "each row is one person: use COUNT(*)",
     )
 
 
+def written(node: exp.Expression) -> str:
+    """An expression as the analyst wrote it (normalized by sqlglot: ``v.cost``, ``price * qty``)."""
+    return node.sql(dialect="postgres", normalize_functions="lower")
+
+
 def _require_bounds(column: AggregateInput, kind: AggregateKind, numeric: bool) -> None:
     name = kind.value.upper()
     if not numeric:
-        raise refuse(f'{name}("{column.name}") needs a numeric column', hint="use COUNT instead")
+        raise refuse(f'{name}("{column.text}") needs a numeric column', hint="use COUNT instead")
     if not column.has_bounds:
         raise refuse(
-            f'{name}("{column.name}") needs declared bounds',
+            f'{name}("{column.text}") needs declared bounds',
             hint=f"declare lower and upper for column {column.name} in the policy (veil.toml)",
         )

@@ -7,6 +7,8 @@ measures ``SUM(x)`` once), so no budget is spent twice on the same number.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
@@ -42,22 +44,26 @@ class Quantity:
     kind: QuantityKind
     column: AggregateInput | None
     q: Fraction | None = None
+    # COUNT(DISTINCT unit): the unit as the analyst wrote it; naming only (the threshold's people count
+    # is the same quantity)
+    unit: str = dataclasses.field(default="", compare=False, repr=False)
 
     @property
     def label(self) -> str:
+        """How notices and ``veil explain`` name the quantity: as SQL the analyst could have written,
+        with columns and expressions as written (``sum(v.cost)``, ``sum(price * qty)``), never the
+        internal names the engine query uses (``v__cost``, ``e_1a2b…``)."""
         if self.kind.selected:
             return selection_label(self.kind.value, self.column, self.q)
         if self.kind is QuantityKind.ROWS:
             return "count(*)"
         if self.kind is QuantityKind.UNITS:
-            return "count(distinct unit)"
+            return f"count(DISTINCT {self.unit})" if self.unit else "people per key"
         assert self.column is not None
-        name = {
-            QuantityKind.NON_NULL: "count",
-            QuantityKind.SUM: "sum",
-            QuantityKind.SUM_SQUARES: "sum_squares",
-        }
-        return f"{name[self.kind]}({self.column.text})"
+        text = self.column.text
+        if self.kind is QuantityKind.SUM_SQUARES:
+            return f"sum({text} ^ 2)" if re.fullmatch(r"[\w.]+", text) else f"sum(({text}) ^ 2)"
+        return f"{'count' if self.kind is QuantityKind.NON_NULL else 'sum'}({text})"
 
     @property
     def histogram(self) -> str:
@@ -94,7 +100,7 @@ def quantities_for(aggregate: Aggregate) -> tuple[Quantity, ...]:
         case AggregateKind.COUNT_ROWS:
             return (Quantity(QuantityKind.ROWS, None),)
         case AggregateKind.COUNT_UNITS:
-            return (Quantity(QuantityKind.UNITS, None),)
+            return (Quantity(QuantityKind.UNITS, None, unit=aggregate.unit),)
         case AggregateKind.COUNT:
             return (Quantity(QuantityKind.NON_NULL, column),)
         case AggregateKind.SUM:

@@ -23,6 +23,7 @@ from proxy.query.planning import (
 )
 from proxy.query.top_k import gate_query
 from proxy.query.ttest import plan_ttest
+from proxy.release.plan import ReleasePlan
 from proxy.release.top_k import TopKPlan
 
 
@@ -160,12 +161,12 @@ def _explain_shape(
         dialect=backend.dialect,
         gaussian=gaussian,
         other_row=other_row,
-        bound_epsilon=bound_choice_epsilon(shape, epsilon) if shape.value_bounds else 0.0,
+        bound_epsilon=bound_choice_epsilon(shape, epsilon),  # as the query service charges it
     )
     if isinstance(plan, TopKPlan):
         return _explain_top_k(plan, engine_sql, dialect=backend.dialect)
     cells = shape.cells
-    measurements = tuple(
+    measurements = _bound_choices(plan) + tuple(
         MeasurementExplanation(
             quantity=m.quantity.label + (" (total, for the (other) row)" if m.total else ""),
             mechanism=m.mechanism,
@@ -184,6 +185,13 @@ def _explain_shape(
         "those of the widest bound it can pick"
         for bound in shape.value_bounds
     )
+    if plan.bound_epsilon and not shape.value_bounds:
+        notes = (
+            f"max_contributions is chosen with DP when the query runs (at most {shape.table.max_contributions}); "
+            "sensitivities, noise scales and error bounds above are for that cap, and shrink with the chosen L. "
+            "An analyst for whom this choice is remembered from an earlier answer pays nothing for it: the "
+            "whole ε then goes to the other parts",
+        )
     return Explanation(
         engine_sql,
         histograms,
@@ -195,6 +203,20 @@ def _explain_shape(
         plan.threshold_delta,
         notes=notes,
         partition=shape.partition.label if shape.partition is not None else None,
+    )
+
+
+def _bound_choices(plan: ReleasePlan) -> tuple[MeasurementExplanation, ...]:
+    """The DP choices of bounds (max_contributions = "auto", or per-person values), first, as the charge
+    lists them (``ReleasePlan.split``): the exponential mechanism over candidate bounds, each person one
+    count (sensitivity 1)."""
+    parts = plan.split()
+    return tuple(
+        MeasurementExplanation(
+            label, "exponential (permute-and-flip)", 1.0, epsilon, 1.0 / epsilon, None, 0.0
+        )
+        for label, epsilon, _ in parts[: len(parts) - len(plan.measurements)]
+        if epsilon > 0
     )
 
 

@@ -24,6 +24,7 @@ from proxy.errors import InvalidParameterValueError, PolicyViolationError, Unsup
 from proxy.release.apply import Histograms
 from proxy.release.plan import (
     ReleasePlan,
+    bound_matters,
     bound_selection_epsilon,
     bound_target_people,
     price_query,
@@ -288,9 +289,11 @@ def with_contribution_bound(shape: QueryShape, bound: int) -> QueryShape:
 
 def bound_choice_epsilon(shape: QueryShape, epsilon: float) -> float:
     """The part of a query's ε spent choosing bounds with DP before it is measured (``bound_selection_epsilon``)
-    when the table chooses max_contributions per query ("auto") or per-person values need bounds; else
-    nothing."""
-    return bound_selection_epsilon(epsilon) if shape.table.auto_contributions or shape.value_bounds else 0.0
+    when the table chooses max_contributions per query ("auto") and the bound matters to the query
+    (``bound_matters``: not for COUNT(DISTINCT <privacy unit>) alone), or per-person values need bounds;
+    else nothing. The query service charges, and ``veil explain`` shows, exactly this."""
+    chooses = (shape.table.auto_contributions and bound_matters(shape)) or bool(shape.value_bounds)
+    return bound_selection_epsilon(epsilon) if chooses else 0.0
 
 
 def union_shares(

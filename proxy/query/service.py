@@ -103,8 +103,9 @@ from proxy.release.cache_key import (
     encode_bound_choice,
 )
 from proxy.release.cost import release_cost
-from proxy.release.plan import ReleasePlan, bound_target_people
+from proxy.release.plan import ReleasePlan, bound_matters, bound_target_people
 from proxy.release.postprocess import PostprocessEngine
+from proxy.release.present import Presentation, present, settings_presentation
 from proxy.release.stored import decode_table, encode_table
 from proxy.release.top_k import TopKPlan
 from proxy.rewrite.session_info import SessionInfo, constant_query
@@ -285,7 +286,7 @@ class QueryService:
         """The answer's columns, from post-processing run over one made-up noisy row."""
         columns = noisy_columns(plan)
         sample = ReleasedTable(columns, [tuple(_SAMPLE_VALUES[column.type] for column in columns)])
-        return self._postprocess(plan.shape, sample).columns
+        return self._postprocess(plan.shape, present(plan, sample, Presentation())).columns  # types only
 
     def _dispatch(
         self, statement: Statement, *, principal: Principal, settings: SessionSettings
@@ -382,11 +383,13 @@ class QueryService:
         settings: SessionSettings,
     ) -> StatementOutcome:
         """This site's DP counts, then the secure comparison of each cell's joint count with k at the
-        peer (docs/federation.md). The link is up and authenticated before the spend."""
+        peer (docs/federation.md). The link is up and authenticated before the spend. Both sites' counts
+        are summed as drawn (``veil.raw_counts``): clamping each at 0 first would bias the sum upward."""
         assert self.federation is not None
         shape, count = self._federated_shape(federation, tree)
+        raw = settings.with_value("veil.raw_counts", "on")
         with self.federation.open(federation) as link:
-            local = self._answer_and_charge(shape, text, principal=principal, settings=settings)
+            local = self._answer_and_charge(shape, text, principal=principal, settings=raw)
             assert local.table is not None
             rows = local.table.rows
             cells = [tuple(str(v) for i, v in enumerate(row) if i != count) for row in rows]
@@ -413,7 +416,7 @@ class QueryService:
                 f"the peer's statement is not a count of federation {federation.name}"
             )
         shape, count = self._federated_shape(federation, trees[0])
-        settings = SessionSettings()
+        settings = SessionSettings({"veil.raw_counts": "on"})  # summed with the asking site's, as drawn
         if federation.epsilon is not None:
             settings.set("veil.epsilon", repr(federation.epsilon))
         assert federation.peer_analyst is not None
@@ -467,7 +470,7 @@ class QueryService:
 
         def measure(execute: Execute) -> ReleasedTable:
             nonlocal plan, sql
-            if plan.shape.table.auto_contributions and not isinstance(plan, TopKPlan):
+            if _chooses_bound(plan):
                 bound = choose_contribution_bound(plan, execute=execute, dialect=dialect, rng=self.rng)
                 choice = encode_bound_choice(
                     bound, selection_epsilon=plan.bound_epsilon, target=bound_target_people(plan)
@@ -542,7 +545,11 @@ class QueryService:
         parts = self._plan_union(query, principal=principal, settings=settings)
         columns = _union_columns([part.columns for part in parts])
         plans, tables, cost = self._measure_union(parts, text, principal=principal, settings=settings)
-        answered = [self._postprocess(plan.shape, table) for plan, table in zip(plans, tables, strict=True)]
+        shown = _presentation(settings)
+        answered = [
+            self._postprocess(plan.shape, present(plan, table, shown))
+            for plan, table in zip(plans, tables, strict=True)
+        ]
         rows = [row for table in answered for row in _converted(table, columns)]
         table = self._union_postprocess(ReleasedTable(columns, rows), query)
         stored = [part.stored is not None for part in parts]
@@ -610,7 +617,7 @@ class QueryService:
         (max_contributions = "auto" — never remembered across statements here — and per-person values)."""
         plan, sql = part.plan, part.sql
         dialect = self.backend.dialect
-        if plan.shape.table.auto_contributions and not isinstance(plan, TopKPlan):
+        if _chooses_bound(plan):
             bound = choose_contribution_bound(plan, execute=execute, dialect=dialect, rng=self.rng)
             shape = with_contribution_bound(plan.shape, bound)
             plan, sql = prepare_release(shape, epsilon=part.epsilon, dialect=dialect, **part.options)
@@ -665,7 +672,9 @@ class QueryService:
         """Where this analyst's DP choice of max_contributions for the query's table, filters, grouping
         and ε is remembered (``remember_bounds``): in the answer cache, under the data version, so a
         change of the data forgets it."""
-        if not (plan.shape.table.auto_contributions and self.dataset.remember_bounds):
+        if not (
+            plan.shape.table.auto_contributions and self.dataset.remember_bounds and bound_matters(plan.shape)
+        ):
             return None
         digest = bound_choice_digest(plan, bound_histogram_sql(plan, self.backend.dialect))
         return CacheKey(principal.name, self.dataset.name, self.backend.data_version(), digest)
@@ -758,7 +767,7 @@ class QueryService:
         settings: SessionSettings,
         cached: bool,
     ) -> StatementOutcome:
-        table = self._postprocess(plan.shape, noisy)
+        table = self._postprocess(plan.shape, present(plan, noisy, _presentation(settings)))
         notices = [
             self._spent_notice(principal, plan.describe(), cached=cached, partition=plan.shape.partition),
             *null_notes(plan, noisy),
@@ -1147,6 +1156,19 @@ def _release_options(shape: QueryShape, epsilon: float, settings: SessionSetting
         "other_row": settings.get("veil.other_row") == "on",
         "bound_epsilon": bound_choice_epsilon(shape, epsilon),
     }
+
+
+def _chooses_bound(plan: ReleasePlan) -> bool:
+    """Whether answering the plan starts by choosing max_contributions with DP: "auto", and the bound
+    matters to what it measures (not for COUNT(DISTINCT <privacy unit>) alone, nor for a top-k selection)."""
+    return (
+        plan.shape.table.auto_contributions and bound_matters(plan.shape) and not isinstance(plan, TopKPlan)
+    )
+
+
+def _presentation(settings: SessionSettings) -> Presentation:
+    """How this session wants noisy answers shown (post-processing only: release/present.py)."""
+    return settings_presentation(settings.get("veil.raw_counts"), settings.get("veil.round"))
 
 
 def _setting(settings: SessionSettings, name: str) -> str | None:

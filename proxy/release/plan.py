@@ -58,6 +58,15 @@ class Measurement:
         calibrate = discrete_gaussian_sigma if self.exact_integer else analytic_gaussian_sigma
         return calibrate(sensitivity=self.sensitivity, epsilon=self.epsilon, delta=self.delta)
 
+    def noise_sd(self) -> float:
+        """The standard deviation of the noise a noisy quantity gets, from public parameters only: σ for
+        Gaussian noise, √2·Δ/ε for Laplace noise (the discrete and grid variants differ from it by
+        a fraction of a unit, which does not matter for what it is used for: how many digits of an
+        answer mean something, ``veil.round = auto``)."""
+        if self.gaussian:
+            return self.gaussian_sigma()
+        return math.sqrt(2.0) * self.sensitivity / self.epsilon
+
     @property
     def mechanism(self) -> str:
         if self.quantity.kind is QuantityKind.QUANTILE:
@@ -137,20 +146,31 @@ class ReleasePlan:
         gaussian = tuple(m.delta for m in self.measurements if m.gaussian)
         return gaussian + ((self.threshold_delta,) if self.threshold is not None else ())
 
+    def split(self) -> tuple[tuple[str, float, float], ...]:
+        """(what, ε, δ) of every part of the charge, in order — the DP choice of the contribution bound
+        first, when there is one (ε = 0 when it is remembered from an earlier answer). The NOTICE of an
+        answer and ``veil explain`` both list exactly this. Before the choice (``veil explain``) the bound
+        reads ``L=auto``."""
+        parts = tuple(
+            (m.quantity.label, m.epsilon, m.delta if m.gaussian else 0.0) for m in self.measurements
+        )
+        table = self.shape.table
+        if self.bound_epsilon and self.shape.value_bounds:  # per-person values: ε shared by their bounds
+            share = split_epsilon(self.bound_epsilon, len(self.shape.value_bounds))
+            return (*((bound.describe(), share, 0.0) for bound in self.shape.value_bounds), *parts)
+        if self.remembered_bound:  # paid for by an earlier answer of this analyst
+            remembered = f"contribution bound L={table.max_contributions} remembered from an earlier choice"
+            return ((remembered, 0.0, 0.0), *parts)
+        if not self.bound_epsilon:
+            return parts
+        bound = f"auto (≤ {table.max_contributions})" if table.auto_contributions else table.max_contributions
+        return ((f"contribution bound L={bound}", self.bound_epsilon, 0.0), *parts)
+
     def describe(self) -> str:
         shares = ", ".join(
-            f"{m.quantity.label} ε={m.epsilon:.4g}" + (f" δ={m.delta:.3g}" if m.gaussian else "")
-            for m in self.measurements
+            f"{label} ε={epsilon:.4g}" + (f" δ={delta:.3g}" if delta else "")
+            for label, epsilon, delta in self.split()
         )
-        if self.bound_epsilon and self.shape.value_bounds:
-            share = split_epsilon(self.bound_epsilon, len(self.shape.value_bounds))
-            chosen = ", ".join(f"{bound.describe()} ε={share:.4g}" for bound in self.shape.value_bounds)
-            shares = f"{chosen}, {shares}"
-        elif self.bound_epsilon:
-            shares = f"contribution bound L={self.shape.table.max_contributions} ε={self.bound_epsilon:.4g}, {shares}"
-        elif self.remembered_bound:
-            bound = self.shape.table.max_contributions
-            shares = f"contribution bound L={bound} remembered from an earlier choice, ε=0, {shares}"
         charge = f"ε={self.epsilon:.4g}" + (f", δ={self.delta:.3g}" if self.delta else "")
         keys = ""
         if self.threshold is not None:
@@ -268,6 +288,14 @@ def bound_target_people(plan: ReleasePlan) -> int:
     noisy quantity — every quantity's noise grows with L. Data-derived keys count as one cell."""
     epsilon = min((m.epsilon for m in plan.measurements), default=plan.epsilon)
     return bound_target(cells=plan.shape.cells or 1, epsilon_per_quantity=epsilon)
+
+
+def bound_matters(shape: QueryShape) -> bool:
+    """Whether max_contributions changes anything the query measures. It does not for
+    ``COUNT(DISTINCT <privacy unit>)`` without GROUP BY: each person is one count whatever their rows,
+    so its sensitivity is 1 and the engine query does not read L — choosing L with DP would spend ε
+    for nothing."""
+    return bool(shape.group_keys) or any(q.kind is not QuantityKind.UNITS for q in exact_quantities(shape))
 
 
 def other_row_quantities(shape: QueryShape) -> tuple[Quantity, ...]:

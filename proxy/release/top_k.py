@@ -148,7 +148,7 @@ def price_top_k(shape: QueryShape, *, epsilon: float, delta: float) -> TopKPlan:
     parts = 3 if shape.thresholded else 2
     share = split_epsilon(epsilon, parts)
     counts = Measurement(
-        quantity=COUNTS,
+        quantity=Quantity(QuantityKind.UNITS, None, unit=shape.aggregates[top.count].unit),  # = COUNTS, named
         sensitivity=float(top.k),
         epsilon=share,
         exact_integer=True,

@@ -132,7 +132,7 @@ SHAPES = [
     Shape(
         "cte_per_user_avg_and_median",
         PER_USER + "SELECT AVG(n), PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY n) FROM per_user",
-        ("n in [0, ", "] chosen with DP ε=10", "sum(n) ε=30", "count(n) ε=30", "quantile(n, 0.5) ε=30"),
+        ("n in [0, ", "] chosen with DP ε=10", "sum(n) ε=30", "count(n) ε=30", "median(n) ε=30"),
         exact=PER_USER + "SELECT AVG(n), quantile_cont(n, 0.5) FROM per_user",
         absolute=1.1,  # the median of integer counts: any point of (10, 11] has the median's rank
     ),

@@ -103,8 +103,8 @@ SHAPES = [
         "SELECT genre, COUNT(DISTINCT user_id) AS n FROM purchases GROUP BY genre ORDER BY n DESC LIMIT 3",
         "genre",
         3,
-        "(top-3 selection: exponential mechanism, 3 rounds at ε=33.33, ε=100; count(distinct unit) of the "
-        "selected keys ε=100)",
+        "(top-3 selection: exponential mechanism, 3 rounds at ε=33.33, ε=100; count(DISTINCT user_id) of "
+        "the selected keys ε=100)",
     ),
     Shape(
         "distinct people, the aggregate itself, tie-break, WHERE, OFFSET",
@@ -145,7 +145,7 @@ SHAPES = [
         "SELECT genre, COUNT(DISTINCT user_id) AS n FROM purchases GROUP BY genre ORDER BY n DESC LIMIT 6",
         "genre",
         6,
-        "ε=200 (count(distinct unit) ε=200)",
+        "ε=200 (count(DISTINCT user_id) ε=200)",
     ),
     Shape(
         "per partition, COUNT(*): noisy counts ranked in post-processing",
@@ -229,7 +229,7 @@ def test_explain_states_the_split_without_spending(service: QueryService, ledger
     assert explanation.cells == 3
     assert [(m.quantity, m.epsilon, m.sensitivity) for m in explanation.measurements] == [
         ("top-3 selection", 1.0, 1.0),
-        ("count(distinct unit) of the selected keys", 1.0, 3.0),
+        ("count(DISTINCT user_id) of the selected keys", 1.0, 3.0),
     ]
     assert explanation.engine_sql is not None and "COUNT(DISTINCT _dp_unit)" in explanation.engine_sql
     assert "3 rounds at ε=0.3333" in explanation.notes[0]

@@ -106,7 +106,7 @@ def test_quantiles_of_dates_are_released_as_dates_near_the_truth() -> None:
     assert sql is None  # only quantiles: no main engine query
     histograms = collect_histograms(plan, execute=execute(connection), dialect="duckdb")
     (row,) = release(plan, [], rng=random.Random(3), histograms=histograms).rows
-    low, middle, high = row
+    low, middle, high = row[:3]  # then each quantile's grid step, for veil.round
     assert low == datetime.date(2024, 1, 1) and high == datetime.date(2024, 12, 31)
     assert abs((middle - datetime.date(2024, 7, 1)).days) <= 3
 
@@ -209,8 +209,8 @@ def test_sensitivities_follow_the_spec_for_each_sum() -> None:
         ("count(x | y)", 2.0),
         ("sum(x | y)", 6.0),  # 2 · 3
         ("sum(y | x)", 8.0),  # 2 · 4
-        ("sum_squares(x | y)", 18.0),  # 2 · 9
-        ("sum_squares(y | x)", 32.0),  # 2 · 16
+        ("sum((x | y) ^ 2)", 18.0),  # 2 · 9
+        ("sum((y | x) ^ 2)", 32.0),  # 2 · 16
         ("sum(x * y)", 24.0),  # 2 · |-3 · 4|
     ]
     assert all(m.epsilon == pytest.approx(0.2) and 6 * m.epsilon <= 1.2 for m in plan.measurements)

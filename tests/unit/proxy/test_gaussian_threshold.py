@@ -137,7 +137,7 @@ def test_a_key_held_by_one_person_is_never_released_with_gaussian_noise() -> Non
 
 def test_the_notice_shows_each_delta_share_and_tau() -> None:
     text = plan_for(NOTES).describe()
-    assert text.startswith("ε=1, δ=1e-06 (count(*) ε=0.5 δ=3.33e-07, count(distinct unit) ε=0.5 δ=3.33e-07;")
+    assert text.startswith("ε=1, δ=1e-06 (count(*) ε=0.5 δ=3.33e-07, people per key ε=0.5 δ=3.33e-07;")
     assert "; keys released above τ=" in text and text.endswith(" people (δ=3.33e-07))")
 
 

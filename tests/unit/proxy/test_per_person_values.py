@@ -144,6 +144,8 @@ def test_explain_charges_the_choice_and_says_so() -> None:
     finally:
         sandbox.close()
     assert [(m.quantity, m.epsilon, m.sensitivity) for m in explanation.measurements] == [
+        # the choice first, as the NOTICE lists it (each person one count of the value histogram)
+        ("n in [0, 1000] at most, chosen with DP when the query runs", pytest.approx(0.1), 1.0),
         ("sum(n)", pytest.approx(0.45), 1000.0),
         ("count(n)", pytest.approx(0.45), 1.0),
     ]

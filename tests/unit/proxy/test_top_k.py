@@ -156,7 +156,7 @@ def test_public_keys_split_epsilon_between_selection_and_counts(dataset: Dataset
     assert (counts.sensitivity, counts.exact_integer, counts.integer_output) == (2.0, True, True)
     assert plan.describe() == (
         "ε=0.3 (top-2 selection: exponential mechanism, 2 rounds at ε=0.075, ε=0.15; "
-        "count(distinct unit) of the selected keys ε=0.15)"
+        "count(DISTINCT user_id) of the selected keys ε=0.15)"
     )
     assert sql is not None and "COUNT(DISTINCT _dp_unit)" in sql
     # zCDP: the counts ε²/2 and the selection 2 · (ε/2)²/2
