@@ -22,25 +22,13 @@ import pytest
 from budget.ledger import Ledger
 from budget.loss import PrivacyLoss
 from proxy.wire.scram import make_scram_verifier
+from tests.bench.test_wire import POLICY  # the same public items table
 from tests.conftest import RunningServer, running_server, schema_in
 
 pytestmark = pytest.mark.bench
 
 ROWS = 100_000
 RUNS = 15
-POLICY = """
-[datasets.items]
-path = "items.duckdb"
-
-[datasets.items.tables.items]
-public = true
-key = "id"
-
-[datasets.items.tables.items.columns]
-id = { type = "integer" }
-name = { type = "text" }
-price = { type = "real" }
-"""
 FILL = (
     f"SELECT i AS id, 'item ' || i AS name, CAST((i % 1000) / 10.0 AS {{double}}) AS price "
     f"FROM generate_series(1, {ROWS}) AS t(i)"
