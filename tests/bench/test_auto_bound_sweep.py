@@ -99,7 +99,9 @@ class Sweep:
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not DATA.exists():
-        pytest.skip(f"{DATA} is not present (MovieLens ratings with movie years)")
+        pytest.skip(
+            f"{DATA} is not present (MovieLens ratings with movie years: ml-latest-small from https://grouplens.org/datasets/movielens/, joined with movie years)"
+        )
     directory = tmp_path_factory.mktemp("auto_bounds")
     with duckdb.connect(str(directory / "movies.duckdb")) as connection:
         connection.execute(

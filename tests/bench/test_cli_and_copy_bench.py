@@ -15,15 +15,11 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import duckdb
 import psycopg
 import pytest
 
-from budget.ledger import Ledger
-from budget.loss import PrivacyLoss
-from proxy.wire.scram import make_scram_verifier
-from tests.bench.test_wire import POLICY  # the same public items table
-from tests.conftest import RunningServer, running_server, schema_in
+from tests.bench.test_wire import items_server
+from tests.conftest import RunningServer, schema_in
 
 pytestmark = pytest.mark.bench
 
@@ -70,15 +66,7 @@ def test_veil_help_against_a_bare_interpreter() -> None:
 
 @pytest.fixture(scope="module")
 def veil(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    directory = tmp_path_factory.mktemp("copy")
-    with duckdb.connect(str(directory / "items.duckdb")) as connection:
-        connection.execute(f"CREATE TABLE items AS {FILL.format(double='DOUBLE')}")
-    (directory / "veil.toml").write_text(POLICY, encoding="utf-8")
-    ledger = Ledger.create(directory / "ledger.sqlite")
-    ledger.add_analyst("bench", make_scram_verifier("bench"))
-    ledger.grant("bench", "items", PrivacyLoss(1.0))
-    ledger.close()
-    with running_server(directory / "veil.toml", directory / "serve.log") as server:
+    with items_server(tmp_path_factory.mktemp("copy"), FILL.format(double="DOUBLE")) as server:
         yield server
 
 

@@ -50,7 +50,9 @@ rating = { type = "real", lower = 0, upper = 5 }
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not DATA.exists():
-        pytest.skip(f"{DATA} is not present (MovieLens ratings)")
+        pytest.skip(
+            f"{DATA} is not present (MovieLens ratings: ml-latest-small from https://grouplens.org/datasets/movielens/)"
+        )
     directory = tmp_path_factory.mktemp("per_user")
     with duckdb.connect(str(directory / "movies.duckdb")) as connection:
         connection.execute(

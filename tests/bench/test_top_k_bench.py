@@ -67,7 +67,9 @@ genres = {{ type = "text", public = true, values = {catalog} }}
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not DATA.exists():
-        pytest.skip(f"{DATA} is not present (MovieLens ratings)")
+        pytest.skip(
+            f"{DATA} is not present (MovieLens ratings: ml-latest-small from https://grouplens.org/datasets/movielens/)"
+        )
     directory = tmp_path_factory.mktemp("movielens_top_k")
     sorted_genres = "array_to_string(list_sort(string_split(genres, '|')), '|')"
     with duckdb.connect(str(directory / "movies.duckdb")) as connection:

@@ -8,9 +8,11 @@ DuckDB dataset whose public table holds the same rows as the PostgreSQL table.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import duckdb
 import psycopg
@@ -41,17 +43,24 @@ price = { type = "real" }
 FILL = f"SELECT i AS id, 'item ' || i AS name, (i % 1000) / 10.0 AS price FROM generate_series(1, {ROWS}) AS t(i)"
 
 
-@pytest.fixture(scope="module")
-def veil(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    directory = tmp_path_factory.mktemp("wire")
+@contextlib.contextmanager
+def items_server(directory: Path, fill: str) -> Iterator[RunningServer]:
+    """``veil serve`` on a DuckDB dataset whose public table ``items`` holds ``fill``'s rows, for analyst
+    ``bench`` (password ``bench``)."""
     with duckdb.connect(str(directory / "items.duckdb")) as connection:
-        connection.execute(f"CREATE TABLE items AS {FILL}")
+        connection.execute(f"CREATE TABLE items AS {fill}")
     (directory / "veil.toml").write_text(POLICY, encoding="utf-8")
     ledger = Ledger.create(directory / "ledger.sqlite")
     ledger.add_analyst("bench", make_scram_verifier("bench"))
     ledger.grant("bench", "items", PrivacyLoss(1.0))
     ledger.close()
     with running_server(directory / "veil.toml", directory / "serve.log") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def veil(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    with items_server(tmp_path_factory.mktemp("wire"), FILL) as server:
         yield server
 
 
