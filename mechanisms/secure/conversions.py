@@ -19,11 +19,10 @@ spec's bounded option — so ``a + b`` never wraps mod N (given N >= 2^(ℓ+2+κ
 from __future__ import annotations
 
 from mechanisms.errors import SecureProtocolError
-from mechanisms.random_source import RandomSource, secure_random_source
+from mechanisms.random_source import RandomSource
 from mechanisms.secure.messages import EncryptedQuotient, EncryptedShare, MaskedDifference, MaskedResult
 from mechanisms.secure.paillier import (
     Encryptor,
-    KeyPair,
     PrivateKey,
     PublicKey,
     RandomnessPool,
@@ -31,8 +30,9 @@ from mechanisms.secure.paillier import (
     decrypt,
 )
 from mechanisms.secure.parameters import ComparisonParameters, OutputSharing
-from mechanisms.secure.party import Party, Program, expect
+from mechanisms.secure.party import Program, expect
 from mechanisms.secure.protocols import type3_alice, type3_bob
+from mechanisms.secure.sides import Evaluator, KeyHolder
 
 
 def split_plaintext(value: int, modulus: int, rng: RandomSource) -> tuple[int, int]:
@@ -112,23 +112,14 @@ def conversion5_bob(
     )
 
 
-class Conversion5Alice(Party[None]):
+class Conversion5Alice(KeyHolder[None]):
     """Conversion 5 as a protocol (SE-SE-SE, [D]'s Type 2), Alice's side: she only decrypts; no output."""
-
-    def __init__(
-        self, keypair: KeyPair, params: ComparisonParameters, *, pool: RandomnessPool | None = None
-    ) -> None:
-        super().__init__()
-        params.check_modulus(keypair.public.n)
-        self._private = keypair.private
-        self._encryptor = Encryptor(keypair.public, pool)
-        self._params = params
 
     def _run(self) -> Program[None]:
         yield from conversion5_alice(self._encryptor, self._private, self._params)
 
 
-class Conversion5Bob(Party[int]):
+class Conversion5Bob(Evaluator[int]):
     """Conversion 5 as a protocol, Bob's side: from E(x), E(y) under Alice's key, outputs E([x >= y]).
 
     The caller guarantees x, y ∈ [0, 2^ℓ); nobody can check that on ciphertexts.
@@ -144,13 +135,9 @@ class Conversion5Bob(Party[int]):
         pool: RandomnessPool | None = None,
         rng: RandomSource | None = None,
     ) -> None:
-        super().__init__()
-        params.check_modulus(public_key.n)
-        self._encryptor = Encryptor(public_key, pool)
+        super().__init__(public_key, params, pool=pool, rng=rng)
         self._enc_x = self._encryptor.check(enc_x)
         self._enc_y = self._encryptor.check(enc_y)
-        self._params = params
-        self._rng = rng if rng is not None else secure_random_source()
 
     def _run(self) -> Program[int]:
         return (

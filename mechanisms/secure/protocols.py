@@ -17,8 +17,10 @@ Conversion 5 with the optimization the spec verifies (no steps 4–5, no Convers
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from mechanisms.errors import SecureProtocolError
-from mechanisms.random_source import RandomSource, secure_random_source
+from mechanisms.random_source import RandomSource
 from mechanisms.secure.encoding import node_label, point_enc, range_enc
 from mechanisms.secure.messages import EncryptedBit, MaskedResult, MembershipTests, PointEncoding
 from mechanisms.secure.paillier import (
@@ -33,7 +35,10 @@ from mechanisms.secure.paillier import (
     random_unit,
 )
 from mechanisms.secure.parameters import ComparisonParameters
-from mechanisms.secure.party import Party, Program, expect, shuffled
+from mechanisms.secure.party import Program, expect, shuffled
+from mechanisms.secure.sides import Evaluator, KeyHolder
+
+T = TypeVar("T")
 
 
 def encode_point(encryptor: Encryptor, leaf: int, bit_length: int) -> PointEncoding:
@@ -116,28 +121,19 @@ def type3_bob(encryptor: Encryptor, leaf: int, *, bit_length: int, rng: RandomSo
     return encryptor.xor_bit(encryptor.check(bit.ciphertext), s_b)
 
 
-class Protocol1Alice(Party[int]):
-    """Protocol 1, Alice: outputs δ = [x >= y] (Alice learns the result, Bob nothing)."""
+class _LeafHolder(KeyHolder[T]):
+    """Alice in Protocols 1 and 2: her input x, as the tree leaf x + 1 (the root is leaf-free)."""
 
     def __init__(
         self, keypair: KeyPair, x: int, params: ComparisonParameters, *, pool: RandomnessPool | None = None
     ) -> None:
-        super().__init__()
-        params.check_modulus(keypair.public.n)
+        super().__init__(keypair, params, pool=pool)
         params.check_input(x, "x")
-        self._private = keypair.private
-        self._encryptor = Encryptor(keypair.public, pool)
         self._leaf = x + 1
-        self._bits = params.bit_length
-
-    def _run(self) -> Program[int]:
-        yield encode_point(self._encryptor, self._leaf, self._bits)
-        tests = yield from expect(MembershipTests)
-        return read_membership(self._private, tests, bit_length=self._bits)
 
 
-class Protocol1Bob(Party[None]):
-    """Protocol 1, Bob: tests Alice's leaf against [y, n]; no output."""
+class _LeafEvaluator(Evaluator[T]):
+    """Bob in Protocols 1 and 2: his input y, as the tree leaf y + 1."""
 
     def __init__(
         self,
@@ -148,33 +144,32 @@ class Protocol1Bob(Party[None]):
         pool: RandomnessPool | None = None,
         rng: RandomSource | None = None,
     ) -> None:
-        super().__init__()
-        params.check_modulus(public_key.n)
+        super().__init__(public_key, params, pool=pool, rng=rng)
         params.check_input(y, "y")
-        self._encryptor = Encryptor(public_key, pool)
         self._leaf = y + 1
-        self._bits = params.bit_length
-        self._rng = rng if rng is not None else secure_random_source()
+
+
+class Protocol1Alice(_LeafHolder[int]):
+    """Protocol 1, Alice: outputs δ = [x >= y] (Alice learns the result, Bob nothing)."""
+
+    def _run(self) -> Program[int]:
+        bits = self._params.bit_length
+        yield encode_point(self._encryptor, self._leaf, bits)
+        tests = yield from expect(MembershipTests)
+        return read_membership(self._private, tests, bit_length=bits)
+
+
+class Protocol1Bob(_LeafEvaluator[None]):
+    """Protocol 1, Bob: tests Alice's leaf against [y, n]; no output."""
 
     def _run(self) -> Program[None]:
         point = yield from expect(PointEncoding)
-        n = 1 << self._bits
-        yield membership_tests(self._encryptor, point, self._leaf, n, bit_length=self._bits, rng=self._rng)
+        bits = self._params.bit_length
+        yield membership_tests(self._encryptor, point, self._leaf, 1 << bits, bit_length=bits, rng=self._rng)
 
 
-class Protocol2Alice(Party[int]):
+class Protocol2Alice(_LeafHolder[int]):
     """Protocol 2 (PN-NP-SS), Alice: outputs δ^A (``params.output_sharing``: xor or additive mod N)."""
-
-    def __init__(
-        self, keypair: KeyPair, x: int, params: ComparisonParameters, *, pool: RandomnessPool | None = None
-    ) -> None:
-        super().__init__()
-        params.check_modulus(keypair.public.n)
-        params.check_input(x, "x")
-        self._private = keypair.private
-        self._encryptor = Encryptor(keypair.public, pool)
-        self._leaf = x + 1
-        self._params = params
 
     def _run(self) -> Program[int]:
         bits = self._params.bit_length
@@ -186,25 +181,8 @@ class Protocol2Alice(Party[int]):
         return decrypt(self._private, self._encryptor.check(masked.ciphertext))
 
 
-class Protocol2Bob(Party[int]):
+class Protocol2Bob(_LeafEvaluator[int]):
     """Protocol 2 (PN-NP-SS), Bob: outputs δ^B (``params.output_sharing``: xor or additive mod N)."""
-
-    def __init__(
-        self,
-        public_key: PublicKey,
-        y: int,
-        params: ComparisonParameters,
-        *,
-        pool: RandomnessPool | None = None,
-        rng: RandomSource | None = None,
-    ) -> None:
-        super().__init__()
-        params.check_modulus(public_key.n)
-        params.check_input(y, "y")
-        self._encryptor = Encryptor(public_key, pool)
-        self._leaf = y + 1
-        self._params = params
-        self._rng = rng if rng is not None else secure_random_source()
 
     def _run(self) -> Program[int]:
         encryptor, rng = self._encryptor, self._rng

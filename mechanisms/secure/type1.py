@@ -17,7 +17,7 @@ Every ciphertext Bob sends is re-randomized or fresh; every one Alice sends is a
 
 from __future__ import annotations
 
-from mechanisms.random_source import RandomSource, secure_random_source
+from mechanisms.random_source import RandomSource
 from mechanisms.secure.conversions import (
     complete_encryption,
     conversion5_alice,
@@ -27,9 +27,10 @@ from mechanisms.secure.conversions import (
     unmask,
 )
 from mechanisms.secure.messages import EncryptedShare, MaskedResult
-from mechanisms.secure.paillier import Encryptor, KeyPair, PublicKey, RandomnessPool
+from mechanisms.secure.paillier import KeyPair, PublicKey, RandomnessPool
 from mechanisms.secure.parameters import ComparisonParameters, check_share
-from mechanisms.secure.party import Party, Program, expect
+from mechanisms.secure.party import Program, expect
+from mechanisms.secure.sides import Evaluator, KeyHolder
 
 
 def type1_ciphertexts(bit_length: int) -> int:
@@ -45,7 +46,7 @@ def type1_pool_demand(bit_length: int) -> tuple[int, int]:
     return bit_length + 4, bit_length + 2
 
 
-class Type1Alice(Party[int]):
+class Type1Alice(KeyHolder[int]):
     """Alice: holds the key pair and the shares x^A, y^A; outputs δ^A."""
 
     def __init__(
@@ -57,14 +58,10 @@ class Type1Alice(Party[int]):
         *,
         pool: RandomnessPool | None = None,
     ) -> None:
-        super().__init__()
-        params.check_modulus(keypair.public.n)
+        super().__init__(keypair, params, pool=pool)
         check_share(x_share, keypair.public.n, "x_share")
         check_share(y_share, keypair.public.n, "y_share")
-        self._private = keypair.private
-        self._encryptor = Encryptor(keypair.public, pool)
         self._shares = (x_share, y_share)
-        self._params = params
 
     def _run(self) -> Program[int]:
         encryptor = self._encryptor
@@ -75,7 +72,7 @@ class Type1Alice(Party[int]):
         return unmask(self._private, masked, sharing=self._params.output_sharing)
 
 
-class Type1Bob(Party[int]):
+class Type1Bob(Evaluator[int]):
     """Bob: holds Alice's public key and the shares x^B, y^B; outputs δ^B."""
 
     def __init__(
@@ -88,14 +85,10 @@ class Type1Bob(Party[int]):
         pool: RandomnessPool | None = None,
         rng: RandomSource | None = None,
     ) -> None:
-        super().__init__()
-        params.check_modulus(public_key.n)
+        super().__init__(public_key, params, pool=pool, rng=rng)
         check_share(x_share, public_key.n, "x_share")
         check_share(y_share, public_key.n, "y_share")
-        self._encryptor = Encryptor(public_key, pool)
         self._shares = (x_share, y_share)
-        self._params = params
-        self._rng = rng if rng is not None else secure_random_source()
 
     def _run(self) -> Program[int]:
         encryptor, rng = self._encryptor, self._rng
