@@ -6,7 +6,7 @@ statistics of the releases that count) and the grant they are charged to, and re
 All arithmetic rounds *up*: a result is never below the exact value of its formula.
 
 * ``basic`` — sequential composition (McSherry 2009; Dwork & Roth 2014, Thm 3.16): ε and δ add. The
-  ledger's exact decimal sums, rounded up to a float; the default.
+  ledger's exact sums (integers of its quantum, budget/amounts.py), rounded up to a float; the default.
 * ``advanced`` — Dwork, Rothblum & Vadhan (FOCS 2010, Thm III.3; Dwork & Roth Thm 3.20) for k
   releases of (ε, δ): ``(√(2k·ln(1/δ'))·ε + k·ε(e^ε − 1), kδ + δ')``. Heterogeneous ε_i use
   ``√(2·ln(1/δ')·Σε_i²) + Σε_i(e^{ε_i} − 1)``, which is implied by Kairouz, Oh & Viswanath (ICML 2015,
@@ -40,10 +40,10 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from decimal import Decimal
+from fractions import Fraction
 from types import MappingProxyType
 
-from budget.amounts import as_decimal, decimal_up
+from budget.amounts import SCALE, as_decimal, float_up
 from budget.errors import InvalidBudgetError, UnknownAccountantError
 from budget.loss import ZERO_LOSS, PrivacyLoss
 from budget.totals import Release, Totals
@@ -71,9 +71,9 @@ class Accountant(ABC):
     def fits(self, totals: Totals, release: Release, *, grant: PrivacyLoss) -> bool:
         """Whether ``release``, added to the releases in ``totals``, keeps the total within ``grant``.
 
-        Under ``basic`` this is the ledger's exact decimal rule (a grant of 0.3 pays for three
-        releases of 0.1): the spent ε is the smallest float whose decimal is at least the exact sum,
-        so comparing it with the grant's float is comparing the decimals."""
+        Under ``basic`` this is the ledger's exact rule (a grant of 0.3 pays for three releases of
+        0.1): the spent ε is the smallest float whose decimal is at least the exact sum, so comparing
+        it with the grant's float is comparing the sum with the grant's decimal."""
         return self.allows(totals.plus(release), grant=grant)
 
     def allows(self, totals: Totals, *, grant: PrivacyLoss) -> bool:
@@ -84,14 +84,14 @@ class Accountant(ABC):
 
 @dataclass(frozen=True)
 class BasicAccountant(Accountant):
-    """Sequential composition: ε's add, δ's add (the ledger's exact decimal sums, rounded up)."""
+    """Sequential composition: ε's add, δ's add (the ledger's exact sums, rounded up to floats)."""
 
     name = "basic"
 
     def spent(self, totals: Totals, *, grant: PrivacyLoss) -> PrivacyLoss:
         if totals.releases == 0:
             return ZERO_LOSS
-        return PrivacyLoss(decimal_up(totals.epsilon), _delta_up(totals.delta))
+        return PrivacyLoss(float_up(totals.epsilon), _delta_up(totals.delta))
 
 
 @dataclass(frozen=True)
@@ -107,18 +107,19 @@ class _SlackAccountant(Accountant):
                 hint=f"the default is {DEFAULT_DELTA_SLACK}; 0 turns the {self.name} accountant into basic composition",
             )
 
-    def _slack(self, grant: PrivacyLoss) -> tuple[Decimal, float]:
-        """The slack as charged (the exact decimal share of the grant's δ) and as used in a formula
-        (the largest float not above it, so the formula's ε is for a δ no larger than the charge)."""
-        charged = as_decimal(self.delta_slack) * as_decimal(grant.delta)
-        used = float(charged)
-        if Decimal(used) > charged:
+    def _slack(self, grant: PrivacyLoss) -> tuple[int, float]:
+        """The slack as charged (the decimal share of the grant's δ, rounded up to the ledger's
+        quantum) and as used in a formula (the largest float not above the exact share, so the
+        formula's ε is for a δ no larger than the charge)."""
+        exact = Fraction(as_decimal(self.delta_slack)) * Fraction(as_decimal(grant.delta))
+        used = float(exact)
+        if Fraction(used) > exact:
             used = math.nextafter(used, 0.0)
-        return charged, used
+        return math.ceil(exact * SCALE), used
 
-    def _basic(self, totals: Totals, slack: Decimal) -> PrivacyLoss:
+    def _basic(self, totals: Totals, slack: int) -> PrivacyLoss:
         """Basic composition, with the slack reserved like every other bound of this accountant."""
-        return PrivacyLoss(decimal_up(totals.epsilon), _delta_up(totals.delta + slack))
+        return PrivacyLoss(float_up(totals.epsilon), _delta_up(totals.delta + slack))
 
 
 @dataclass(frozen=True)
@@ -257,9 +258,10 @@ def _sum_up(*terms: float) -> float:
     return math.nextafter(total, math.inf)
 
 
-def _delta_up(amount: Decimal) -> float:
-    """A δ sum rounded up, kept below 1 as PrivacyLoss requires (a δ that large fits no grant anyway)."""
-    return min(decimal_up(amount), _LARGEST_DELTA)
+def _delta_up(units: int) -> float:
+    """A δ sum (in quanta) rounded up, kept below 1 as PrivacyLoss requires (a δ that large fits no
+    grant anyway)."""
+    return min(float_up(units), _LARGEST_DELTA)
 
 
 def _check_rho(rho: float) -> None:

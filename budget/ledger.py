@@ -24,12 +24,20 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
-from decimal import Decimal
 from enum import StrEnum
 from pathlib import Path
 
 from budget.accountants import ACCOUNTANTS, Accountant
-from budget.amounts import ZERO, as_decimal, decimal_up, remaining
+from budget.amounts import (
+    ZERO_TEXT,
+    as_decimal,
+    exact_units,
+    float_down,
+    float_up,
+    from_text,
+    to_text,
+    units_down,
+)
 from budget.answer_cache import AnswerCache
 from budget.audit import AuditLog
 from budget.errors import (
@@ -44,9 +52,9 @@ from budget.errors import (
 from budget.loss import ZERO_LOSS, PrivacyLoss
 from budget.partitions import Partition, PartitionBalance, PartitionValue, order, value_of
 from budget.renewals import RENEWALS
-from budget.schema import SCHEMA_VERSION, check_version, ensure_schema
+from budget.schema import SCHEMA_VERSION, check_version, ensure_schema, upgrade_note
 from budget.store import BUSY_TIMEOUT_SECONDS, LedgerStore, Transaction, open_store
-from budget.totals import Release, Totals
+from budget.totals import Charge, Release, Totals
 
 _NAME = re.compile(r"[A-Za-z0-9_.\-]{1,63}")
 _SCRAM_VERIFIER = re.compile(r"SCRAM-SHA-256\$[1-9][0-9]*:[A-Za-z0-9+/=]+\$[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+")
@@ -128,10 +136,11 @@ class Spend:
     rho_delta: float = 0.0
     period: str = NO_PERIOD
     partition: Partition | None = None  # None: an ordinary spend, over all of the dataset's people
+    charge: Charge | None = None  # what was debited, in quanta; epsilon and delta show it as floats
 
     @property
     def release(self) -> Release:
-        return Release(self.epsilon, self.delta, self.rho, self.rho_delta)
+        return Release(self.epsilon, self.delta, self.rho, self.rho_delta, charged=self.charge)
 
 
 def _utc_now() -> datetime:
@@ -140,15 +149,18 @@ def _utc_now() -> datetime:
 
 @dataclass(frozen=True)
 class _Grant:
-    """The sum of a pair's grant and revoke rows, and its renewal (the latest grant's)."""
+    """The sum of a pair's grant and revoke rows (in quanta), and its renewal (the latest grant's)."""
 
-    epsilon: Decimal
-    delta: Decimal
+    epsilon: int
+    delta: int
     renewal: str | None
 
     @property
     def loss(self) -> PrivacyLoss:
-        return PrivacyLoss(float(self.epsilon), _below_one(self.delta))
+        """The grant as the floats accountants compare with: the largest whose decimals are not above
+        it, so a comparison is never in the analyst's favour (and exact for any grant that is a float's
+        decimal, as every total of grants of up to 15 significant digits is)."""
+        return PrivacyLoss(float_down(self.epsilon), _below_one(self.delta))
 
 
 @dataclass(frozen=True)
@@ -188,10 +200,13 @@ class Ledger:
     Only ``reserved -> committed`` and ``reserved -> cancelled`` exist; anything else raises
     :class:`UnknownReservationError` (and triggers in the store refuse it too).
 
-    Arithmetic: under basic composition a reservation is accepted iff the exact decimal sums of the
-    counting spends plus the new one stay within the grant's, for ε *and* δ — no tolerance, so a
-    grant of 0.3 pays for three queries of 0.1. Another accountant is asked for the composed loss
-    of the totals; a reservation that fits under basic composition always fits.
+    Arithmetic: every ε and δ is an integer of the quantum 10⁻³⁰ (budget/amounts.py). A spend is
+    charged its decimal rounded up to the quantum (one below a quantum is refused); grants and caps
+    must be whole quanta. Under basic composition a reservation is accepted iff the exact sums of the
+    counting spends plus the new one stay within the grant's, for ε *and* δ — no tolerance and no
+    rounding, so a grant of 0.3 pays for three queries of 0.1 and not for a 10⁻³⁰ more. Another
+    accountant is asked for the composed loss of the totals; a reservation that fits under basic
+    composition always fits.
 
     Partitions: a spend reserved with a :class:`~budget.partitions.Partition` counts only for the
     people who hold one of its values. The balance is the ordinary spends plus, per partition column,
@@ -209,6 +224,7 @@ class Ledger:
     def __init__(self, store: LedgerStore, *, clock: Callable[[], datetime] = _utc_now) -> None:
         self._store = store
         self._clock = clock
+        self.upgraded_from: int | None = None  # the schema version :meth:`create` upgraded from
         with _closed_on_error(store), store.transaction(write=False) as transaction:
             check_version(store, transaction)
 
@@ -228,8 +244,17 @@ class Ledger:
         with _closed_on_error(store):
             # An upgrade rebuilds the totals in the same transaction: a process that opened the
             # ledger in between would otherwise see no spending at all.
-            ensure_schema(store, after_upgrade=_rebuild_totals)
-        return cls(store, clock=clock)
+            upgraded_from = ensure_schema(store, after_upgrade=_rebuild_totals)
+        ledger = cls(store, clock=clock)
+        ledger.upgraded_from = upgraded_from
+        return ledger
+
+    @property
+    def upgrade_note(self) -> str | None:
+        """What opening this ledger upgraded, in a sentence (None: nothing)."""
+        if self.upgraded_from is None:
+            return None
+        return upgrade_note(self._store.description, self.upgraded_from)
 
     @classmethod
     def open(
@@ -344,10 +369,11 @@ class Ledger:
             raise InvalidBudgetError(
                 f"unknown renewal period {renewal!r}", hint=f"use one of {', '.join(RENEWALS)}, or none"
             )
+        epsilon, delta = exact_units(loss.epsilon), exact_units(loss.delta, name="delta")
         with self._store.transaction(write=True) as tx:
             require_analyst(tx, analyst)
             self._lock_dataset(tx, dataset)
-            self._insert_grant(tx, analyst, dataset, "grant", loss, renewal)
+            self._insert_grant(tx, analyst, dataset, "grant", epsilon, delta, renewal)
             return self._balance(tx, analyst, dataset, accountant)
 
     def revoke(
@@ -360,16 +386,14 @@ class Ledger:
     ) -> Balance:
         """Take back ``loss`` from a grant — or, with None, everything not yet spent. What was spent
         stays spent; a grant cannot go below it."""
+        asked = None if loss is None else (exact_units(loss.epsilon), exact_units(loss.delta, name="delta"))
         with self._store.transaction(write=True) as tx:
             require_analyst(tx, analyst)
             self._lock_dataset(tx, dataset)
-            balance = self._balance(tx, analyst, dataset, accountant)
-            epsilon = (
-                balance.remaining_epsilon if loss is None else min(loss.epsilon, balance.remaining_epsilon)
-            )
-            delta = balance.remaining_delta if loss is None else min(loss.delta, balance.remaining_delta)
+            left = self._left_units(tx, analyst, dataset, accountant)
+            epsilon, delta = left if asked is None else (min(asked[0], left[0]), min(asked[1], left[1]))
             if epsilon > 0 or delta > 0:
-                self._insert_grant(tx, analyst, dataset, "revoke", PrivacyLoss(epsilon, delta), None)
+                self._insert_grant(tx, analyst, dataset, "revoke", epsilon, delta, None)
             return self._balance(tx, analyst, dataset, accountant)
 
     def set_cap(self, dataset: str, loss: PrivacyLoss | None) -> None:
@@ -378,11 +402,14 @@ class Ledger:
         check_name(dataset, "dataset")
         if loss is not None and not loss.epsilon > 0:
             raise InvalidBudgetError(f"a cap needs epsilon > 0, got {loss.epsilon!r}")
+        amounts = (None, None)
+        if loss is not None:
+            amounts = (to_text(exact_units(loss.epsilon)), to_text(exact_units(loss.delta, name="delta")))
         with self._store.transaction(write=True) as tx:
             self._lock_dataset(tx, dataset)
             tx.execute(
                 "INSERT INTO caps (dataset, epsilon, delta, created_at) VALUES (?, ?, ?, ?)",
-                (dataset, *((loss.epsilon, loss.delta) if loss else (None, None)), self.now().isoformat()),
+                (dataset, *amounts, self.now().isoformat()),
             )
 
     def cap(self, dataset: str, *, accountant: Accountant = BASIC) -> DatasetCap:
@@ -514,10 +541,7 @@ class Ledger:
                     analyst,
                     dataset,
                     period,
-                    release.epsilon,
-                    release.delta,
-                    release.rho,
-                    release.rho_delta,
+                    *_stored_release(release),
                     statement,
                     SpendState.RESERVED.value,
                     now.isoformat(),
@@ -624,8 +648,8 @@ class Ledger:
         """Every transaction that changes a dataset's balances takes this row's lock first."""
         tx.execute(
             f"INSERT INTO totals (analyst, dataset, period, {_TOTALS_COLUMNS})"
-            " VALUES (?, ?, ?, 0, '0', '0', 0, 0, 0, '0') ON CONFLICT DO NOTHING",
-            (ALL_ANALYSTS, dataset, NO_PERIOD),
+            " VALUES (?, ?, ?, 0, ?, ?, 0, 0, 0, ?) ON CONFLICT DO NOTHING",
+            (ALL_ANALYSTS, dataset, NO_PERIOD, ZERO_TEXT, ZERO_TEXT, ZERO_TEXT),
         )
         rows = tx.execute(
             f"SELECT {_TOTALS_COLUMNS} FROM totals WHERE analyst = ? AND dataset = ? AND period = ?"
@@ -635,13 +659,33 @@ class Ledger:
         return _totals(rows[0])
 
     def _insert_grant(
-        self, tx: Transaction, analyst: str, dataset: str, kind: str, loss: PrivacyLoss, renewal: str | None
+        self,
+        tx: Transaction,
+        analyst: str,
+        dataset: str,
+        kind: str,
+        epsilon: int,
+        delta: int,
+        renewal: str | None,
     ) -> None:
+        """A grant or revoke row of ``epsilon`` and ``delta`` quanta."""
         tx.execute(
             "INSERT INTO grants (analyst, dataset, kind, epsilon, delta, renewal, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (analyst, dataset, kind, loss.epsilon, loss.delta, renewal, self.now().isoformat()),
+            (analyst, dataset, kind, to_text(epsilon), to_text(delta), renewal, self.now().isoformat()),
         )
+
+    def _left_units(
+        self, tx: Transaction, analyst: str, dataset: str, accountant: Accountant
+    ) -> tuple[int, int]:
+        """What a revoke may take back, in quanta: under basic composition exactly the grant less the
+        spends; under another accountant, what the balance shows left, rounded down."""
+        grant = _grant(tx, analyst, dataset)
+        totals = _read_account(tx, analyst, dataset, period_start(grant.renewal, self.now())).total()
+        if accountant is BASIC:
+            return max(0, grant.epsilon - totals.epsilon), max(0, grant.delta - totals.delta)
+        left = _spent_and_left(totals, grant, accountant)[1]
+        return units_down(left.epsilon), units_down(left.delta)
 
     def _balance(self, tx: Transaction, analyst: str, dataset: str, accountant: Accountant) -> Balance:
         grant = _grant(tx, analyst, dataset)
@@ -652,10 +696,10 @@ class Ledger:
         return Balance(
             analyst=analyst,
             dataset=dataset,
-            granted_epsilon=decimal_up(grant.epsilon),
+            granted_epsilon=float_up(grant.epsilon),
             spent_epsilon=spent.epsilon,
             remaining_epsilon=left[0],
-            granted_delta=decimal_up(grant.delta),
+            granted_delta=float_up(grant.delta),
             spent_delta=spent.delta,
             remaining_delta=left[1],
             accountant=accountant.name,
@@ -705,19 +749,16 @@ def period_start(renewal: str | None, now: datetime) -> str:
 def _spent_and_left(totals: Totals, grant: _Grant, accountant: Accountant) -> tuple[PrivacyLoss, PrivacyLoss]:
     """What ``totals`` spent of ``grant``, and what a reservation may still ask for."""
     spent = _spent(totals, grant.loss, accountant)
-    if accountant is BASIC:  # exact decimals: a reservation of exactly what remains fits
+    if accountant is BASIC:  # exact: a reservation of exactly what remains fits
         left = PrivacyLoss(
-            remaining(grant.epsilon, totals.epsilon), _below_one_float(remaining(grant.delta, totals.delta))
+            float_down(max(0, grant.epsilon - totals.epsilon)),
+            _below_one(max(0, grant.delta - totals.delta)),
         )
     else:
         left = PrivacyLoss(
             max(0.0, grant.loss.epsilon - spent.epsilon), max(0.0, grant.loss.delta - spent.delta)
         )
     return spent, left
-
-
-def _below_one_float(delta: float) -> float:
-    return min(delta, math.nextafter(1.0, 0.0))
 
 
 def _spent(totals: Totals, grant: PrivacyLoss | None, accountant: Accountant) -> PrivacyLoss:
@@ -727,9 +768,10 @@ def _spent(totals: Totals, grant: PrivacyLoss | None, accountant: Accountant) ->
     )
 
 
-def _below_one(delta: Decimal) -> float:
-    """δ sums can reach 1 on paper (several grants); PrivacyLoss holds δ < 1, and so does any use."""
-    return min(float(delta), math.nextafter(1.0, 0.0))
+def _below_one(delta: int) -> float:
+    """δ sums (in quanta) can reach 1 on paper (several grants); PrivacyLoss holds δ < 1, and so does
+    any use. Rounded down, like a grant."""
+    return min(float_down(delta), math.nextafter(1.0, 0.0))
 
 
 def _grant(tx: Transaction, analyst: str, dataset: str) -> _Grant:
@@ -737,14 +779,14 @@ def _grant(tx: Transaction, analyst: str, dataset: str) -> _Grant:
         "SELECT kind, epsilon, delta, renewal FROM grants WHERE analyst = ? AND dataset = ? ORDER BY id",
         (analyst, dataset),
     )
-    epsilon, delta, renewal = ZERO, ZERO, None
+    epsilon, delta, renewal = 0, 0, None
     for kind, row_epsilon, row_delta, row_renewal in rows:
         sign = 1 if kind == "grant" else -1
-        epsilon += sign * as_decimal(row_epsilon)
-        delta += sign * as_decimal(row_delta)
+        epsilon += sign * from_text(row_epsilon)
+        delta += sign * from_text(row_delta)
         if kind == "grant":
             renewal = row_renewal
-    return _Grant(max(epsilon, ZERO), max(delta, ZERO), renewal)
+    return _Grant(max(epsilon, 0), max(delta, 0), renewal)
 
 
 def _cap(tx: Transaction, dataset: str) -> PrivacyLoss | None:
@@ -753,7 +795,7 @@ def _cap(tx: Transaction, dataset: str) -> PrivacyLoss | None:
     )
     if not rows or rows[0][0] is None:
         return None
-    return PrivacyLoss(float(rows[0][0]), float(rows[0][1]))
+    return PrivacyLoss(float_down(from_text(rows[0][0])), _below_one(from_text(rows[0][1])))
 
 
 def _read_totals(tx: Transaction, analyst: str, dataset: str, period: str) -> Totals:
@@ -887,12 +929,12 @@ def _take_back(tx: Transaction, spend: Spend, partition: Partition) -> None:
 def _totals_row(totals: Totals) -> tuple[object, ...]:
     return (
         totals.releases,
-        str(totals.epsilon),
-        str(totals.delta),
+        to_text(totals.epsilon),
+        to_text(totals.delta),
         totals.epsilon_squares,
         totals.epsilon_expm1,
         totals.rho,
-        str(totals.zcdp_delta),
+        to_text(totals.zcdp_delta),
     )
 
 
@@ -900,12 +942,12 @@ def _totals(row: tuple[object, ...]) -> Totals:
     releases, epsilon, delta, squares, expm1, rho, zcdp_delta = row
     return Totals(
         releases=int(releases),  # type: ignore[call-overload]
-        epsilon=Decimal(str(epsilon)),
-        delta=Decimal(str(delta)),
+        epsilon=from_text(epsilon),
+        delta=from_text(delta),
         epsilon_squares=float(squares),  # type: ignore[arg-type]
         epsilon_expm1=float(expm1),  # type: ignore[arg-type]
         rho=float(rho),  # type: ignore[arg-type]
-        zcdp_delta=Decimal(str(zcdp_delta)),
+        zcdp_delta=from_text(zcdp_delta),
     )
 
 
@@ -943,7 +985,7 @@ def _totals_from_spends(
         _COUNTING_STATES,
     )
     for analyst, dataset, period, epsilon, delta, rho, rho_delta, column, stored in rows:
-        release = Release(epsilon, delta, rho, rho_delta)
+        release = _release(epsilon, delta, rho, rho_delta)
         partition = Partition.from_stored(str(column), str(stored))
         keys = [(ALL_ANALYSTS, dataset, NO_PERIOD)]
         if partition is None:
@@ -1008,20 +1050,40 @@ def _spend(row: tuple[object, ...]) -> Spend:
         partition_column,
         partition_values,
     ) = row
+    release = _release(epsilon, delta, rho, rho_delta)
     return Spend(
         id=int(id_),  # type: ignore[call-overload]
         analyst=str(analyst),
         dataset=str(dataset),
-        epsilon=float(epsilon),  # type: ignore[arg-type]
-        delta=float(delta),  # type: ignore[arg-type]
+        epsilon=release.epsilon,
+        delta=release.delta,
         statement=str(statement),
         state=SpendState(state),
         created_at=datetime.fromisoformat(str(created_at)),
         updated_at=datetime.fromisoformat(str(updated_at)),
-        rho=None if rho is None else float(rho),  # type: ignore[arg-type]
-        rho_delta=float(rho_delta),  # type: ignore[arg-type]
+        rho=release.rho,
+        rho_delta=release.rho_delta,
         period=str(period),
         partition=Partition.from_stored(str(partition_column), str(partition_values)),
+        charge=release.charge,
+    )
+
+
+def _stored_release(release: Release) -> tuple[object, ...]:
+    """A release's epsilon, delta, rho and rho_delta as a spends row holds them: its charge."""
+    charge = release.charge
+    return to_text(charge.epsilon), to_text(charge.delta), release.rho, to_text(charge.rho_delta)
+
+
+def _release(epsilon: object, delta: object, rho: object, rho_delta: object) -> Release:
+    """A spends row's release: its stored charge, shown as the floats :func:`float_up` rounds it to."""
+    charge = Charge(from_text(epsilon), from_text(delta), from_text(rho_delta))
+    return Release(
+        float_up(charge.epsilon),
+        float_up(charge.delta),
+        None if rho is None else float(rho),  # type: ignore[arg-type]
+        float_up(charge.rho_delta),
+        charged=charge,
     )
 
 

@@ -4,7 +4,7 @@ The ledger keeps, per (analyst, dataset, period) and per dataset, the sufficient
 releases that count — so checking a reservation reads one row instead of the whole spend history,
 and the dataset's accountant can be basic, advanced or zCDP without re-reading anything:
 
-* basic composition needs Σε and Σδ (exact decimals);
+* basic composition needs Σε and Σδ (exact: integers of the ledger's quantum, budget/amounts.py);
 * advanced composition (Kairouz–Oh–Viswanath 2015, heterogeneous form) needs Σε², Σε(e^ε − 1), Σδ;
 * zCDP (Bun–Steinke 2016) needs Σρ and the δ of releases that are not Gaussian.
 """
@@ -13,11 +13,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from decimal import Decimal
 
-from budget.amounts import ZERO, add_up, as_decimal, subtract_up
+from budget.amounts import add_up, charge_units, float_up, subtract_up, units_up
 from budget.errors import InvalidBudgetError
 from budget.loss import PrivacyLoss
+
+
+@dataclass(frozen=True)
+class Charge:
+    """What the ledger debits for one release, in quanta (budget/amounts.py): its ε and δ rounded up,
+    and the part of its δ outside ρ (``rho_delta``, rounded up too, so never above the δ)."""
+
+    epsilon: int
+    delta: int
+    rho_delta: int
 
 
 @dataclass(frozen=True)
@@ -28,12 +37,17 @@ class Release:
     answer's measurements), and ``rho_delta`` the δ it spends outside ρ (τ-thresholding of its keys).
     None for Laplace and exponential-mechanism answers, which are ε-DP and therefore (ε²/2)-zCDP
     (Bun–Steinke 2016, Prop. 1.4); their δ (τ-thresholding) is approximate-zCDP slack that adds up
-    on its own."""
+    on its own.
+
+    ``charged``: what the ledger debits (:class:`Charge`); computed from the floats — rounded up to the
+    quantum, refused below it — unless given, as for a spend read back from the ledger, whose floats
+    are its stored charge shown as floats."""
 
     epsilon: float
     delta: float = 0.0
     rho: float | None = None
     rho_delta: float = 0.0
+    charged: Charge | None = None
 
     def __post_init__(self) -> None:
         PrivacyLoss(self.epsilon, self.delta)  # validates the ranges
@@ -46,33 +60,37 @@ class Release:
             raise InvalidBudgetError(f"rho must be a finite number > 0, got {self.rho!r}")
         if not 0 <= self.rho_delta <= self.delta:
             raise InvalidBudgetError(f"rho_delta must be in [0, delta], got {self.rho_delta!r}")
+        if self.charged is None:
+            charge = Charge(
+                charge_units(self.epsilon),
+                charge_units(self.delta, name="delta"),
+                units_up(self.rho_delta),
+            )
+            object.__setattr__(self, "charged", charge)
+
+    @property
+    def charge(self) -> Charge:
+        assert self.charged is not None  # set by __post_init__
+        return self.charged
 
     @property
     def loss(self) -> PrivacyLoss:
         return PrivacyLoss(self.epsilon, self.delta)
 
-    @property
-    def zcdp_rho(self) -> float:
-        return self.rho if self.rho is not None else self.epsilon * self.epsilon / 2
-
-    @property
-    def zcdp_delta(self) -> float:
-        """The δ that zCDP cannot absorb: all of it, unless the answer is Gaussian (ρ covers it)."""
-        return self.rho_delta if self.rho is not None else self.delta
-
 
 @dataclass(frozen=True)
 class Totals:
     """Sufficient statistics of a set of releases. Float sums round up at every step, so they are
-    upper bounds of the exact sums; ε and δ are exact decimals."""
+    upper bounds of the exact sums; ε, δ and the δ outside ρ are exact sums of charges, in quanta
+    (budget/amounts.py)."""
 
     releases: int = 0
-    epsilon: Decimal = ZERO
-    delta: Decimal = ZERO
+    epsilon: int = 0
+    delta: int = 0
     epsilon_squares: float = 0.0
     epsilon_expm1: float = 0.0  # Σ ε(e^ε − 1)
     rho: float = 0.0
-    zcdp_delta: Decimal = ZERO
+    zcdp_delta: int = 0
 
     def plus(self, release: Release) -> Totals:
         return self._step(release, +1)
@@ -111,17 +129,24 @@ class Totals:
         )
 
     def _step(self, release: Release, sign: int) -> Totals:
+        """Add or take back one release. The float statistics use the ε *charged* (as a float, at least
+        the release's own), so that adding a release and taking back the spend read from the ledger
+        move them by the same amounts."""
         move = add_up if sign > 0 else subtract_up
-        epsilon = release.epsilon
+        charge = release.charge
+        epsilon = float_up(charge.epsilon)
+        rho = release.rho if release.rho is not None else epsilon * epsilon / 2
+        zcdp_delta = charge.rho_delta if release.rho is not None else charge.delta  # δ outside ρ: all of
+        # it unless the answer is Gaussian (ρ covers the Gaussian part)
         return replace(
             self,
             releases=self.releases + sign,
-            epsilon=self.epsilon + sign * as_decimal(epsilon),
-            delta=self.delta + sign * as_decimal(release.delta),
+            epsilon=self.epsilon + sign * charge.epsilon,
+            delta=self.delta + sign * charge.delta,
             epsilon_squares=move(self.epsilon_squares, _up(epsilon * epsilon)),
             epsilon_expm1=move(self.epsilon_expm1, _up(epsilon * math.expm1(epsilon))),
-            rho=move(self.rho, _up(release.zcdp_rho)),
-            zcdp_delta=self.zcdp_delta + sign * as_decimal(release.zcdp_delta),
+            rho=move(self.rho, _up(rho)),
+            zcdp_delta=self.zcdp_delta + sign * zcdp_delta,
         )
 
 

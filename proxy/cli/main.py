@@ -77,6 +77,8 @@ def _ledger(config: VeilConfig, *, create: bool = False) -> Ledger:
 
     ledger = open_ledger(config, os.environ, create=create)
     click.get_current_context().call_on_close(ledger.close)
+    if ledger.upgrade_note is not None:
+        click.echo(ledger.upgrade_note, err=True)
     return ledger
 
 

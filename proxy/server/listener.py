@@ -46,6 +46,8 @@ def build_context(config: VeilConfig, *, environ: Mapping[str, str] = NO_ENVIRON
     PostgreSQL, the server without its password); the engines opened before it are closed again."""
     tls = tls_context(config.server)  # before anything is opened: a bad certificate stops the start-up
     ledger = open_ledger(config, environ)
+    if ledger.upgrade_note is not None:
+        log.warning("%s", ledger.upgrade_note)
     ledger.store.check_integrity()  # refuse to serve on a damaged ledger, with one line
     sandbox = at_engine_priority(DuckDBBackend.sandbox)
     rng = secure_random_source()

@@ -7,6 +7,7 @@ import functools
 import math
 from collections.abc import Sequence
 from decimal import Decimal, localcontext
+from fractions import Fraction
 
 import pytest
 from hypothesis import given, settings
@@ -24,7 +25,7 @@ from budget.accountants import (
     zcdp_epsilon,
     zcdp_epsilon_bun_steinke,
 )
-from budget.amounts import as_decimal
+from budget.amounts import SCALE, as_decimal, charge_units
 from budget.errors import BudgetError, InvalidBudgetError, UnknownAccountantError
 from budget.loss import ZERO_LOSS, PrivacyLoss, compose_sequential
 from budget.totals import Release, Totals
@@ -283,15 +284,18 @@ def test_advanced_is_never_worse_than_basic(history: list[Release], grant: Priva
 
 @QUICK_PROPERTY
 @given(histories, grants)
-def test_basic_is_the_exact_decimal_sum_rounded_up(history: list[Release], grant: PrivacyLoss) -> None:
+def test_basic_is_the_exact_sum_of_charges_rounded_up(history: list[Release], grant: PrivacyLoss) -> None:
+    """Each amount is charged its decimal rounded up to the quantum; basic composition shows the exact
+    sum of the charges as the smallest float whose decimal is not below it."""
     spent = BASIC.spent(totals_of(history), grant=grant)
-    for value, amounts in (
-        (spent.epsilon, [r.epsilon for r in history]),
-        (spent.delta, [r.delta for r in history]),
+    for value, amounts, name in (
+        (spent.epsilon, [r.epsilon for r in history], "epsilon"),
+        (spent.delta, [r.delta for r in history], "delta"),
     ):
-        exact = sum((as_decimal(amount) for amount in amounts), Decimal(0))
-        assert as_decimal(value) >= exact
-        assert value == 0 or as_decimal(math.nextafter(value, 0.0)) < exact
+        charged = sum((Fraction(charge_units(amount, name=name), SCALE) for amount in amounts), Fraction(0))
+        assert charged >= sum((Fraction(as_decimal(amount)) for amount in amounts), Fraction(0))
+        assert Fraction(as_decimal(value)) >= charged
+        assert value == 0 or Fraction(as_decimal(math.nextafter(value, 0.0))) < charged
 
 
 @QUICK_PROPERTY
@@ -300,8 +304,10 @@ def test_basic_fits_is_the_ledgers_decimal_rule(
     history: list[Release], extra: Release, grant: PrivacyLoss
 ) -> None:
     after = totals_of([*history, extra])
-    decimal_rule = after.epsilon <= as_decimal(grant.epsilon) and after.delta <= as_decimal(grant.delta)
-    assert BASIC.fits(totals_of(history), extra, grant=grant) == decimal_rule
+    exact_rule = Fraction(after.epsilon, SCALE) <= Fraction(as_decimal(grant.epsilon)) and Fraction(
+        after.delta, SCALE
+    ) <= Fraction(as_decimal(grant.delta))
+    assert BASIC.fits(totals_of(history), extra, grant=grant) == exact_rule
 
 
 @QUICK_PROPERTY

@@ -17,17 +17,17 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, timezone
-from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from budget.amounts import as_decimal, decimal_sum, decimal_up
+from budget.amounts import as_decimal, charge_units, float_up, to_text
 from budget.audit import AuditEntry, Decision
 from budget.errors import (
     AnalystExistsError,
@@ -42,6 +42,8 @@ from budget.errors import (
 from budget.ledger import Analyst, Balance, Ledger, SpendState, period_start
 from budget.loss import PrivacyLoss
 from budget.schema import SCHEMA_VERSION
+from budget.store import open_store
+from tests.unit.budget.ledger_v4 import make_version_4_ledger
 
 VERIFIER = "SCRAM-SHA-256$4096:c2FsdHNhbHQ=$c3RvcmVka2V5:c2VydmVya2V5"
 OTHER_VERIFIER = "SCRAM-SHA-256$8192:b3RoZXJzYWx0$b3RoZXJzdG9yZWQ=:b3RoZXJzZXJ2ZXI="
@@ -89,6 +91,17 @@ class Ledgers:
     def create_again(self, ledger: Ledger) -> Ledger:
         return self._keep(Ledger.create(ledger.location, schema=schema_of(ledger)))
 
+    def version_4(self) -> tuple[str, str | None]:
+        """A new place holding the version-4 ledger of tests/unit/budget/ledger_v4.py (not opened)."""
+        location, schema = self.place()
+        make_version_4_ledger(location, schema)
+        return location, schema
+
+    def open(
+        self, location: str, schema: str | None, *, clock: Callable[[], datetime] = _real_clock
+    ) -> Ledger:
+        return self._keep(Ledger.open(location, clock=clock, schema=schema))
+
     def close(self) -> None:
         for ledger in self.opened:
             ledger.close()
@@ -134,15 +147,29 @@ def behind_the_back(ledger: Ledger, sql: str) -> None:
         tx.execute(sql)
 
 
-def downgrade_to_version_3(ledger: Ledger) -> None:
-    """Make a ledger look as Veil's version-3 schema left it: no partition columns or totals."""
-    with ledger.store.transaction(write=True) as tx:
-        if schema_of(ledger) is None:
-            tx.execute("DROP TRIGGER spends_only_close")
-        tx.execute("DROP TABLE partition_totals")
-        tx.execute("ALTER TABLE spends DROP COLUMN partition_values")
-        tx.execute("ALTER TABLE spends DROP COLUMN partition_column")
-        tx.execute("UPDATE schema_version SET version = 3")
+def in_store(location: str, schema: str | None, *statements: str) -> None:
+    """Run SQL in a ledger's store that no Ledger has opened (an old version's, say)."""
+    store = open_store(location, schema=schema)
+    try:
+        with store.transaction(write=True) as tx:
+            for statement in statements:
+                tx.execute(statement)
+    finally:
+        store.close()
+
+
+def downgrade_to_version_3(location: str, schema: str | None) -> None:
+    """Make a version-4 ledger (:meth:`Ledgers.version_4`) look as Veil's version-3 schema left it: no
+    partition columns or totals."""
+    in_store(
+        location,
+        schema,
+        *(["DROP TRIGGER spends_only_close"] if schema is None else []),
+        "DROP TABLE partition_totals",
+        "ALTER TABLE spends DROP COLUMN partition_values",
+        "ALTER TABLE spends DROP COLUMN partition_column",
+        "UPDATE schema_version SET version = 3",
+    )
 
 
 # -- the store ------------------------------------------------------------------------------------
@@ -163,19 +190,20 @@ def test_open_refuses_a_newer_schema(ledgers: Ledgers, ledger: Ledger) -> None:
         ledgers.reopen(ledger)
 
 
-def test_open_upgrades_a_version_2_ledger_and_keeps_its_audit_log(ledgers: Ledgers, ledger: Ledger) -> None:
+def test_open_upgrades_a_version_2_ledger_and_keeps_its_audit_log(ledgers: Ledgers) -> None:
     """Version 3 added the audit log's ``outcome``; older rows keep an empty one."""
+    location, schema = ledgers.version_4()
+    downgrade_to_version_3(location, schema)
+    in_store(
+        location, schema, "ALTER TABLE audit DROP COLUMN outcome", "UPDATE schema_version SET version = 2"
+    )
+    again = ledgers.open(location, schema)
+    assert again.upgraded_from == 2
     at = datetime(2026, 1, 1, tzinfo=UTC)
-    old = AuditEntry(at, "alice", "127.0.0.1:1", "demo", "SELECT 1", Decision.ANSWERED)
-    ledger.audit_log.append(old)
-    downgrade_to_version_3(ledger)
-    behind_the_back(ledger, "ALTER TABLE audit DROP COLUMN outcome")
-    behind_the_back(ledger, "UPDATE schema_version SET version = 2")
-    again = ledgers.reopen(ledger)
     failed = AuditEntry(at, "alice", "127.0.0.1:1", "demo", "SELECT 2", Decision.FAILED, outcome="timed out")
     again.audit_log.append(failed)
     assert [(entry.statement, entry.outcome) for entry in again.audit_log.entries()] == [
-        ("SELECT 1", ""),
+        ("SELECT COUNT(*) FROM patients", ""),
         ("SELECT 2", "timed out"),
     ]
     assert again.verify() == []
@@ -742,10 +770,23 @@ def test_history_filters_by_dataset(ledger: Ledger) -> None:
 
 def test_verify_finds_a_total_changed_behind_the_ledgers_back(ledger: Ledger) -> None:
     spend(ledger, 0.5)
-    behind_the_back(ledger, "UPDATE totals SET epsilon = '0.25' WHERE analyst = 'alice'")
+    behind_the_back(
+        ledger, f"UPDATE totals SET epsilon = '{to_text(charge_units(0.25))}' WHERE analyst = 'alice'"
+    )
     problems = ledger.verify()
     assert len(problems) == 1
     assert "('alice', 'demo', '')" in problems[0]
+
+
+@pytest.mark.parametrize(
+    "amount", ["0.25", "0.5e0", "00.500000000000000000000000", "-0.500000000000000000000000"]
+)
+def test_the_store_refuses_an_amount_not_written_as_whole_quanta(ledger: Ledger, amount: str) -> None:
+    """Amounts are the text of whole quanta, checked by the store itself in both dialects."""
+    spend(ledger, 0.5)
+    with pytest.raises(LedgerStoreError, match=r"(?i)check constraint"):
+        behind_the_back(ledger, f"UPDATE totals SET epsilon = '{amount}' WHERE analyst = 'alice'")
+    assert ledger.verify() == []
 
 
 def test_verify_sees_one_consistent_moment_while_others_spend(ledger: Ledger) -> None:
@@ -935,7 +976,7 @@ def test_a_revoke_down_to_the_spend_never_shows_more_spent_than_granted(ledgers:
     assert (
         balance.spent_epsilon
         == balance.granted_epsilon
-        == decimal_up(as_decimal(0.6875) + as_decimal(0.3630168702507382))
+        == float_up(charge_units(0.6875) + charge_units(0.3630168702507382))
     )
     assert balance.remaining_epsilon == 0
 
@@ -964,10 +1005,15 @@ operations = st.lists(
 )
 
 
-def smallest_float_at_least(amount: Decimal) -> float:
+def exact_sum(amounts: Iterable[float]) -> Fraction:
+    """The model's sum: the decimals of the floats (as the ledger reads them), added exactly."""
+    return sum((Fraction(as_decimal(amount)) for amount in amounts), Fraction(0))
+
+
+def smallest_float_at_least(amount: Fraction) -> float:
     """What the ledger reports as spent: never below the exact decimal sum (read as a decimal)."""
     value = float(amount)
-    return value if as_decimal(value) >= amount else math.nextafter(value, math.inf)
+    return value if Fraction(as_decimal(value)) >= amount else math.nextafter(value, math.inf)
 
 
 @settings(
@@ -992,7 +1038,7 @@ def test_no_sequence_of_operations_overspends_or_breaks_the_totals(
     counting: dict[int, tuple[str, str, float]] = {}  # reserved or committed: (analyst, period, ε)
     still_open: set[int] = set()
     reservations: list[int] = []
-    cap: Decimal | None = None
+    cap: Fraction | None = None
     for action, analyst, amount, delta in steps:
         if action == "reserve":
             try:
@@ -1003,7 +1049,7 @@ def test_no_sequence_of_operations_overspends_or_breaks_the_totals(
             still_open.add(reservation)
             counting[reservation] = (analyst, period_start(renewal[analyst], clock.now), amount)
             if cap is not None:
-                assert decimal_sum(e for _, _, e in counting.values()) <= cap
+                assert exact_sum(e for _, _, e in counting.values()) <= cap
         elif action in ("commit", "cancel") and reservations:
             reservation = reservations[int(amount) % len(reservations)]
             if reservation not in still_open:
@@ -1020,7 +1066,7 @@ def test_no_sequence_of_operations_overspends_or_breaks_the_totals(
             ledger.revoke(analyst, "demo", PrivacyLoss(amount) if amount else None)
         elif action == "cap":
             ledger.set_cap("demo", PrivacyLoss(amount) if amount else None)
-            cap = Decimal(repr(amount)) if amount else None
+            cap = Fraction(as_decimal(amount)) if amount else None
         elif action == "tick":
             clock.now += timedelta(hours=amount)
         for name in renewal:
@@ -1028,10 +1074,10 @@ def test_no_sequence_of_operations_overspends_or_breaks_the_totals(
             period = period_start(renewal[name], clock.now)
             assert balance.spent_epsilon <= balance.granted_epsilon
             assert balance.spent_delta <= balance.granted_delta
-            spent = decimal_sum(e for who, p, e in counting.values() if (who, p) == (name, period))
+            spent = exact_sum(e for who, p, e in counting.values() if (who, p) == (name, period))
             assert balance.spent_epsilon == smallest_float_at_least(spent)  # exact decimals, rounded up
         assert ledger.cap("demo").spent_epsilon == smallest_float_at_least(
-            decimal_sum(e for _, _, e in counting.values())
+            exact_sum(e for _, _, e in counting.values())
         )
     assert ledger.verify() == []
     ledger.close()

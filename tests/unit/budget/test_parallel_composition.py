@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from budget.accountants import ACCOUNTANTS, get_accountant
-from budget.amounts import as_decimal
+from budget.amounts import as_decimal, charge_units, to_text
 from budget.errors import BudgetExhaustedError, InvalidBudgetError, LedgerStoreError
 from budget.ledger import Ledger, SpendState
 from budget.loss import PrivacyLoss
@@ -368,7 +368,7 @@ def test_an_analyst_without_partition_spends_has_no_partition_rows(ledger: Ledge
 def test_verify_checks_the_partition_totals(ledger: Ledger) -> None:
     charge(ledger, 0.3, NORTH)
     assert ledger.verify() == []
-    behind_the_back(ledger, "UPDATE partition_totals SET epsilon = '0.1'")
+    behind_the_back(ledger, f"UPDATE partition_totals SET epsilon = '{to_text(charge_units(0.1))}'")
     assert any("north" in problem for problem in ledger.verify())
     ledger.rebuild_totals()
     assert ledger.verify() == []
@@ -385,15 +385,16 @@ def test_a_partition_spend_cannot_be_moved_behind_the_ledgers_back(ledger: Ledge
 # -- the upgrade from version 3 -------------------------------------------------------------------
 
 
-def test_a_version_3_ledger_is_upgraded_with_its_balances(ledgers: Ledgers, ledger: Ledger) -> None:
-    ledger.commit(charge(ledger, 0.25))
-    downgrade_to_version_3(ledger)
-    upgraded = ledgers.reopen(ledger)
-    assert upgraded.balance("alice", "demo").spent_epsilon == 0.25
-    assert upgraded.history("alice")[0].partition is None
-    charge(upgraded, 0.75, NORTH)
-    charge(upgraded, 0.75, SOUTH)
-    assert upgraded.balance("alice", "demo").spent_epsilon == 1.0
+def test_a_version_3_ledger_is_upgraded_with_its_balances(ledgers: Ledgers) -> None:
+    """Version 3 had no partitions: every spend is ordinary (0.57 of alice's 1.2 on demo)."""
+    location, schema = ledgers.version_4()
+    downgrade_to_version_3(location, schema)
+    upgraded = ledgers.open(location, schema)
+    assert upgraded.balance("alice", "demo").spent_epsilon == 0.57
+    assert all(spend.partition is None for spend in upgraded.history("alice"))
+    charge(upgraded, 0.5, NORTH)
+    charge(upgraded, 0.5, SOUTH)
+    assert upgraded.balance("alice", "demo").spent_epsilon == 1.07
     assert upgraded.verify() == []
     with pytest.raises(LedgerStoreError, match="only a reserved spend may change"):
         behind_the_back(upgraded, "UPDATE spends SET partition_column = 'x'")
