@@ -18,7 +18,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from budget.amounts import decimal_sum
+from budget.amounts import as_decimal
 from budget.ledger import SpendState
 from tests.conftest import Analyst, RunningServer, running_server
 from tests.integration.ledger_servers import LEDGER_KINDS, ServedDemo, distinct_count_query, served_demo
@@ -90,7 +90,7 @@ def check_exactly_spent(served: ServedDemo, analyst: Analyst) -> None:
     try:
         spends = ledger.history(analyst.name)
         assert [s.state for s in spends] == [SpendState.COMMITTED] * ANSWERS  # none left open
-        assert decimal_sum(s.epsilon for s in spends) == Decimal(repr(GRANT))
+        assert sum((as_decimal(s.epsilon) for s in spends), Decimal(0)) == Decimal(repr(GRANT))
         balance = ledger.balance(analyst.name, "demo")
         assert (balance.spent_epsilon, balance.remaining_epsilon) == (GRANT, 0.0)
         assert ledger.verify() == []
