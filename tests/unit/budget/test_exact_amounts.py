@@ -243,7 +243,7 @@ def test_a_renewing_grant_is_exact_in_every_period(ledgers: Ledgers) -> None:
     for _month in ("January", "February"):
         for _ in range(3):
             reserve(ledger, 0.1, 2.5e-13)
-        with pytest.raises(BudgetExhaustedError, match="delta 0.00000000000025000000000000005 on"):
+        with pytest.raises(BudgetExhaustedError, match=r"delta 0\.00000000000025000000000000005 on"):
             reserve(ledger, 0.1, math.nextafter(2.5e-13, 1.0))  # one ulp of δ too much
         with pytest.raises(BudgetExhaustedError):
             reserve(ledger, math.nextafter(0.1, math.inf), 2.5e-13)
