@@ -273,3 +273,15 @@ def test_no_overshoot_in_any_partition_value(ledgers: Ledgers, grant: float, ove
             reserve(ledger, overshoot, partition=partition)
     assert ledger.balance("alice", "demo").spent_epsilon == grant
     assert ledger.verify() == []
+
+
+def test_grants_and_caps_finer_than_the_quantum_are_refused_not_rounded(ledgers: Ledgers) -> None:
+    ledger = funded(ledgers, PrivacyLoss(1.0))
+    with pytest.raises(InvalidBudgetError, match=r"epsilon 1\.5e-30 is finer than the ledger's quantum"):
+        ledger.grant("alice", "demo", PrivacyLoss(1.5e-30))
+    with pytest.raises(InvalidBudgetError, match=r"delta 2\.5e-31 is finer than the ledger's quantum"):
+        ledger.set_cap("demo", PrivacyLoss(1.0, 2.5e-31))
+    with pytest.raises(InvalidBudgetError, match="finer than the ledger's quantum"):
+        ledger.revoke("alice", "demo", PrivacyLoss(1.5e-30))
+    assert ledger.balance("alice", "demo").granted_epsilon == 1.0
+    assert ledger.cap("demo").cap_epsilon is None

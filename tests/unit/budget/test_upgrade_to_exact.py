@@ -188,3 +188,31 @@ def test_a_failed_upgrade_leaves_the_version_4_ledger_as_it_was(
         assert "spends_v4" not in store.tables()
     finally:
         store.close()
+
+
+def test_the_upgrade_rounds_what_is_finer_than_the_quantum_against_the_analyst(
+    ledgers: Ledgers, old: tuple[str, str | None]
+) -> None:
+    """A grant or cap of 1.5 quanta becomes 1 (never more than was granted), a revoke or a spend of 1.5
+    quanta becomes 2 (never less than was taken or spent)."""
+    amount = 1.5e-30
+    in_store(
+        *old,
+        f"INSERT INTO grants VALUES (6, 'alice', 'tiny', 'grant', {amount}, {amount}, NULL, '{ledger_v4.AT}')",
+        f"INSERT INTO grants VALUES (7, 'alice', 'tiny', 'revoke', {amount}, {amount}, NULL, '{ledger_v4.AT}')",
+        f"INSERT INTO caps VALUES (4, 'other', {amount}, {amount}, '{ledger_v4.AT}')",
+        "INSERT INTO spends VALUES (9, 'alice', 'tiny', '', 1.5e-30, 1.5e-30, NULL, 1.5e-30, 'SELECT 9',"
+        f" 'committed', '{ledger_v4.AT}', '{ledger_v4.AT}', '', '')",
+    )
+    upgraded = ledgers.open(*old, clock=Clock(JANUARY))
+    with upgraded.store.transaction(write=False) as tx:
+        grants = tx.execute("SELECT kind, epsilon, delta FROM grants WHERE id IN (6, 7) ORDER BY id")
+        caps = tx.execute("SELECT epsilon, delta FROM caps WHERE id = 4")
+        spends = tx.execute("SELECT epsilon, delta, rho_delta FROM spends WHERE id = 9")
+    assert [(kind, from_text(e), from_text(d)) for kind, e, d in grants] == [
+        ("grant", 1, 1),
+        ("revoke", 2, 2),
+    ]
+    assert [tuple(from_text(value) for value in row) for row in caps] == [(1, 1)]
+    assert [tuple(from_text(value) for value in row) for row in spends] == [(2, 2, 2)]
+    assert upgraded.verify() == []
