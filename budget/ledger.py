@@ -49,6 +49,7 @@ from budget.errors import (
     UnknownAnalystError,
     UnknownReservationError,
 )
+from budget.group_commit import GroupCommitter
 from budget.loss import ZERO_LOSS, PrivacyLoss
 from budget.partitions import Partition, PartitionBalance, PartitionValue, order, value_of
 from budget.renewals import RENEWALS
@@ -225,6 +226,7 @@ class Ledger:
         self._store = store
         self._clock = clock
         self.upgraded_from: int | None = None  # the schema version :meth:`create` upgraded from
+        self._reservations = GroupCommitter(store)  # reservations arriving together share one flush
         with _closed_on_error(store), store.transaction(write=False) as transaction:
             check_version(store, transaction)
 
@@ -510,11 +512,14 @@ class Ledger:
         have spent *rounded up to a multiple of that share*, so whether a query is refused by the cap
         changes only when the dataset's spending crosses a step — a single spend by another analyst
         cannot be found by probing with different ε. The cap is never exceeded; up to one step of it
-        may go unused."""
+        may go unused.
+
+        The check and debit may share one durable commit with other threads' reservations
+        (budget/group_commit.py); this returns only once that commit is on disk."""
         check_name(dataset, "dataset")
         release = cost if isinstance(cost, Release) else Release(cost.epsilon, cost.delta)
         now = self.now()
-        with self._store.transaction(write=True) as tx:
+        with self._reservations.transaction() as tx:
             require_analyst(tx, analyst)
             dataset_totals = self._lock_dataset(tx, dataset)
             grant = _grant(tx, analyst, dataset)
