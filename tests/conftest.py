@@ -163,11 +163,25 @@ def build_demo(directory: Path, *, people: int = DEMO_PEOPLE) -> Demo:
     return Demo(directory)
 
 
-def start_server(config: Path, log: Path) -> subprocess.Popen[bytes]:
-    """``veil serve --port 0`` on ``config``, its output in ``log``; see ``wait_until_ready``."""
+def start_server(
+    config: Path, log: Path, *, workers: int = 1, log_level: str = "warning"
+) -> subprocess.Popen[bytes]:
+    """``veil serve --port 0 --workers N`` on ``config``, its output in ``log``; see ``wait_until_ready``.
+    One worker unless asked: tests that count per-process limits expect one process."""
     with log.open("wb") as sink:
         return subprocess.Popen(
-            [*veil_command(), "serve", "--config", str(config), "--port", "0", "--log-level", "warning"],
+            [
+                *veil_command(),
+                "serve",
+                "--config",
+                str(config),
+                "--port",
+                "0",
+                "--log-level",
+                log_level,
+                "--workers",
+                str(workers),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=sink,
             stderr=subprocess.STDOUT,
@@ -175,9 +189,11 @@ def start_server(config: Path, log: Path) -> subprocess.Popen[bytes]:
 
 
 @contextlib.contextmanager
-def running_server(config: Path, log: Path) -> Iterator[RunningServer]:
+def running_server(
+    config: Path, log: Path, *, workers: int = 1, log_level: str = "warning"
+) -> Iterator[RunningServer]:
     """``veil serve --port 0`` on ``config``; fails the test with the server's output if it dies."""
-    process = start_server(config, log)
+    process = start_server(config, log, workers=workers, log_level=log_level)
     try:
         server = wait_until_ready(process, log)
         yield server

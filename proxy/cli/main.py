@@ -18,7 +18,7 @@ import logging
 import math
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -191,6 +191,13 @@ def init_demo(directory: Path, people: int) -> None:
     default=None,
     help="PEM private key (unencrypted) of --tls-cert; overrides server.tls_key.",
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="Worker processes answering on the port (default: one per core, at most 8); they share the "
+    "ledger and the answer cache. Connection limits apply per worker.",
+)
 @friendly_errors
 def serve(
     config_path: Path,
@@ -199,6 +206,7 @@ def serve(
     log_level: str,
     tls_cert: Path | None,
     tls_key: Path | None,
+    workers: int | None,
 ) -> None:
     """Serve the datasets of a policy file over the PostgreSQL wire protocol.
 
@@ -211,8 +219,10 @@ def serve(
       psql "postgresql://alice@127.0.0.1:5433/demo"
       veil serve --config demo/veil.toml --tls-cert server.crt --tls-key server.key
       psql "postgresql://alice@127.0.0.1:5433/demo?sslmode=require"
+      veil serve --config demo/veil.toml --workers 4
     """
     from proxy.server.listener import run_server
+    from proxy.server.workers import Supervisor, WorkerSeat, default_workers
 
     if (tls_cert is None) != (tls_key is None):
         raise click.UsageError("--tls-cert and --tls-key go together")
@@ -241,10 +251,23 @@ def serve(
             click.echo(f'connect with: psql "postgresql://ANALYST@{bind_host}:{bound}/{name}"', err=True)
         click.echo("press Ctrl+C to stop; kill -HUP reloads the policy file", err=True)
 
-    try:
+    def run_worker(seat: WorkerSeat | None, on_ready: Callable[[int], None]) -> None:
         run_server(
-            config, host=bind_host, port=bind_port, on_ready=ready, environ=os.environ, reload_config=policy
+            config,
+            host=bind_host,
+            port=bind_port,
+            on_ready=on_ready,
+            environ=os.environ,
+            reload_config=policy,
+            seat=seat,
         )
+
+    count = default_workers() if workers is None else workers
+    try:
+        if count == 1:
+            run_worker(None, ready)
+        elif Supervisor(count, run_worker).serve(bind_host, bind_port, ready):
+            click.echo("stopped", err=True)
     except KeyboardInterrupt:
         click.echo("stopped", err=True)
     except OSError as error:

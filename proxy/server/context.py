@@ -20,6 +20,7 @@ from proxy.query.service import QueryService
 from proxy.server.analysis_pool import AnalysisPool
 from proxy.server.audit_trail import AuditWriter
 from proxy.server.cancel_keys import CancelKeys
+from proxy.server.cancel_routing import CancelRouter
 from proxy.server.statement_slots import StatementSlots
 from proxy.server.throttle import LoginThrottle
 
@@ -38,6 +39,7 @@ class SessionContext:
     tls: ssl.SSLContext | None = None
     require_tls_for_remote: bool = False  # clients not on loopback must have negotiated TLS
     cancel_keys: CancelKeys = field(default_factory=CancelKeys)
+    cancel_router: CancelRouter | None = None  # with worker processes: where other workers' keys go
     # Fixed for the server's lifetime: an unknown analyst gets the same fake salt on every attempt,
     # so retrying cannot tell a missing name from a wrong password.
     mock_salt_key: bytes = field(default_factory=lambda: secrets.token_bytes(32))

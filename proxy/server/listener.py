@@ -4,6 +4,7 @@ policy (or ``veil serve --tls-cert/--tls-key``) names a certificate."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import signal
 import ssl
@@ -24,13 +25,16 @@ from proxy.ledger_access import accountants, cap_steps, open_ledger
 from proxy.query.service import QueryService
 from proxy.server.analysis_pool import AnalysisPool
 from proxy.server.audit_trail import AuditWriter
+from proxy.server.cancel_keys import CancelKeys
+from proxy.server.cancel_routing import CancelRouter
 from proxy.server.connection import Connection
 from proxy.server.context import SessionContext
-from proxy.server.login import refuse_when_full
+from proxy.server.login import cancel_session, refuse_when_full
 from proxy.server.reload import reload_policy
 from proxy.server.session import Session
 from proxy.server.statement_slots import StatementSlots
 from proxy.server.throttle import LoginThrottle
+from proxy.server.workers import WorkerSeat
 
 STOPPED_ANSWER_WAIT_S = 10.0  # after the grace: how long a stopped statement may take to answer 57014
 LOGIN_QUEUE_WAIT_S = 1.0  # the longest a new connection (a CancelRequest too) waits for a login slot
@@ -146,21 +150,38 @@ class VeilServer:
         self.active = 0  # connections served now
         self._login_slots = asyncio.Semaphore(config.server.authentication_slots)  # read at start only
         self._server: asyncio.Server | None = None
+        self._more_servers: list[asyncio.Server] = []  # a worker's further addresses (IPv4 and IPv6)
         self._sessions: dict[Session, asyncio.Task[None]] = {}
         self._stopped = asyncio.Event()
         self.peers: list[PeerListener] = []
 
-    async def start(self, host: str, port: int) -> int:
-        """Listen and return the bound port (useful with port 0); answer the federations' peers too."""
-        self._server = await asyncio.start_server(self._accept, host, port)
-        self.peers = start_peer_listeners(self.config, self.context)
-        return int(self._server.sockets[0].getsockname()[1])
+    async def start(self, host: str, port: int, *, seat: WorkerSeat | None = None) -> int:
+        """Listen and return the bound port (useful with port 0); answer the federations' peers too.
+        A worker process (``seat``) accepts on the sockets it was given, takes CancelRequests
+        forwarded by the other workers, and only the first answers the federations' peers."""
+        if seat is None:
+            self._server = await asyncio.start_server(self._accept, host, port)
+            self.peers = start_peer_listeners(self.config, self.context)
+            return int(self._server.sockets[0].getsockname()[1])
+        servers = [await asyncio.start_server(self._accept, sock=listening) for listening in seat.sockets]
+        self._server = servers[0]
+        self._more_servers = servers[1:]
+        if self.context.cancel_router is not None:
+            await self.context.cancel_router.start(self._cancel_forwarded)
+        if seat.index == 0:
+            self.peers = start_peer_listeners(self.config, self.context)
+        return int(seat.sockets[0].getsockname()[1])
+
+    async def _cancel_forwarded(self, process_id: int, secret_key: int) -> None:
+        await cancel_session(self.context, process_id, secret_key, peer="another worker")
 
     async def serve_forever(self) -> None:
         """Until ``drain`` (SIGTERM) has finished."""
         assert self._server is not None
         async with self._server:
             await self._stopped.wait()
+        for more in self._more_servers:
+            more.close()
 
     async def drain(self, grace_s: float) -> None:
         """SIGTERM, as PostgreSQL's smart-then-fast shutdown: accept nobody new; end idle sessions
@@ -168,7 +189,10 @@ class VeilServer:
         engine queries (charged, as any stop after the engine started) and end those sessions too.
         Every reservation is then committed or cancelled: none is left for ``veil budget resolve``."""
         assert self._server is not None
-        self._server.close()
+        for server in (self._server, *self._more_servers):
+            server.close()
+        if self.context.cancel_router is not None:
+            self.context.cancel_router.close()
         busy_at_start = sum(session.busy for session in self._sessions)
         log.warning(
             "SIGTERM received: shutting down; %d sessions, %d handling a message (grace %g s)",
@@ -268,16 +292,23 @@ def run_server(
     on_ready: Callable[[int], None],
     environ: Mapping[str, str],
     reload_config: Callable[[], VeilConfig] | None = None,
+    seat: WorkerSeat | None = None,
 ) -> None:
     """Blocking entry point for ``veil serve``: opens everything, then serves until interrupted.
 
     ``environ`` holds the variables that postgres datasets' ``dsn_env`` name (read in ``cli.py``);
-    ``reload_config`` reads the policy file again when the process gets SIGHUP."""
+    ``reload_config`` reads the policy file again when the process gets SIGHUP; ``seat``: this
+    process is one of ``veil serve --workers N`` (proxy/server/workers.py)."""
     context = build_context(config, environ=environ)
+    if seat is not None:
+        router = CancelRouter(seat.cancel_directory, seat.index) if seat.count > 1 else None
+        context = dataclasses.replace(
+            context, cancel_keys=CancelKeys(worker=seat.index), cancel_router=router
+        )
     server = VeilServer(config, context)
 
     async def main() -> None:
-        bound = await server.start(host, port)
+        bound = await server.start(host, port, seat=seat)
         loop = asyncio.get_running_loop()
         if reload_config is not None:
             loop.add_signal_handler(signal.SIGHUP, server.reload, reload_config)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from proxy.errors import AuthenticationFailedError, MissingUserError, ProxyError, TlsRequiredError
 from proxy.query.service import Principal
+from proxy.server.cancel_keys import owner
 from proxy.server.connection import ClientGone, Connection
 from proxy.server.context import SessionContext
 from proxy.wire import messages as wire
@@ -150,15 +151,29 @@ def _check_tls_requirement(connection: Connection, context: SessionContext) -> N
 async def _cancel_other_session(
     connection: Connection, context: SessionContext, request: wire.CancelRequest
 ) -> None:
-    """Stop the engine queries of the session the request names; a wrong key does nothing and
-    gets no answer, as in PostgreSQL."""
-    target = context.cancel_keys.find(request.process_id, request.secret_key)
-    if target is None:
-        log.warning(
-            "cancel request with an unknown key peer=%s process_id=%s", connection.peer, request.process_id
+    """Stop the engine queries of the session the request names; a session of another worker
+    process gets the request forwarded (proxy/server/cancel_routing.py)."""
+    worker = owner(request.process_id)
+    if context.cancel_router is not None and worker != context.cancel_keys.worker:
+        log.info(
+            "cancel request peer=%s process_id=%s: forwarded to worker %d",
+            connection.peer,
+            request.process_id,
+            worker,
         )
+        await context.cancel_router.forward(worker, request.process_id, request.secret_key)
         return
-    log.info("cancel request peer=%s process_id=%s", connection.peer, request.process_id)
+    await cancel_session(context, request.process_id, request.secret_key, peer=connection.peer)
+
+
+async def cancel_session(context: SessionContext, process_id: int, secret_key: int, *, peer: str) -> None:
+    """Cancel the session of this process that the key names; a wrong key does nothing and gets no
+    answer, as in PostgreSQL."""
+    target = context.cancel_keys.find(process_id, secret_key)
+    if target is None:
+        log.warning("cancel request with an unknown key peer=%s process_id=%s", peer, process_id)
+        return
+    log.info("cancel request peer=%s process_id=%s", peer, process_id)
     # a PostgreSQL engine is canceled over the network: blocking, but never behind statements' threads
     await asyncio.get_running_loop().run_in_executor(LOGIN_THREADS, target.cancel)
 

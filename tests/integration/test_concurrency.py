@@ -4,17 +4,32 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
 import pytest
 
-from tests.conftest import Admin, Analyst, RunningServer
+from tests.conftest import Admin, Analyst, Demo, RunningServer, running_server
 
 CONNECTIONS = 20
 QUERIES_PER_CONNECTION = 3
 GRANT = 1.0
 EPSILON = 0.1  # so GRANT / EPSILON = 10 answers in all
+
+
+@pytest.fixture(scope="module")
+def two_workers(demo: Demo) -> Iterator[RunningServer]:
+    """The demo served by two worker processes (the session's ``veil_server`` is one process)."""
+    with running_server(demo.config, demo.directory / "two-workers.log", workers=2) as server:
+        yield server
+
+
+@pytest.fixture(params=["one process", "two workers"])
+def server(request: pytest.FixtureRequest) -> RunningServer:
+    name = "veil_server" if request.param == "one process" else "two_workers"
+    served: RunningServer = request.getfixturevalue(name)
+    return served
 
 
 def spend_concurrently(server: RunningServer, analyst: Analyst, sql: str, *, rows: int = 1) -> Counter[str]:
@@ -48,11 +63,11 @@ def spend_concurrently(server: RunningServer, analyst: Analyst, sql: str, *, row
 
 
 def test_twenty_connections_get_exactly_the_answers_the_grant_pays_for(
-    veil_server: RunningServer, admin: Admin
+    server: RunningServer, admin: Admin
 ) -> None:
     analyst = admin.add_analyst(GRANT, prefix="crowd")
 
-    outcomes = spend_concurrently(veil_server, analyst, "SELECT COUNT(*) FROM visits WHERE cost > -1 - {n}")
+    outcomes = spend_concurrently(server, analyst, "SELECT COUNT(*) FROM visits WHERE cost > -1 - {n}")
 
     assert outcomes == {"answered": 10, "53Z01": CONNECTIONS * QUERIES_PER_CONNECTION - 10}
     balance = admin.balance(analyst)
@@ -64,15 +79,13 @@ def test_twenty_connections_get_exactly_the_answers_the_grant_pays_for(
     assert all(spend["epsilon"] == EPSILON for spend in history)
 
 
-def test_two_analysts_spending_at_once_do_not_share_a_budget(
-    veil_server: RunningServer, admin: Admin
-) -> None:
+def test_two_analysts_spending_at_once_do_not_share_a_budget(server: RunningServer, admin: Admin) -> None:
     first, second = admin.add_analyst(0.2, prefix="twin"), admin.add_analyst(0.5, prefix="twin")
     with ThreadPoolExecutor(max_workers=2) as pool:
         counts = list(
             pool.map(
                 lambda analyst: spend_concurrently(
-                    veil_server,
+                    server,
                     analyst,
                     "SELECT region, SUM(cost) FROM visits WHERE cost > -1 - {n} GROUP BY region",
                     rows=7,

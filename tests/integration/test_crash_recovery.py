@@ -9,7 +9,8 @@ chance to clean up — perhaps between a reservation and its commit. Then, on th
   counts as spent (fail closed: its answer may have left);
 * a restarted server serves again, and charges the next answer on top.
 
-Runs on an SQLite ledger and on a PostgreSQL one (``postgres``; skips without a server).
+Runs on an SQLite ledger and on a PostgreSQL one (``postgres``; skips without a server), with one
+worker process and with two (``kill -9`` of the supervisor takes its workers down with it).
 """
 
 from __future__ import annotations
@@ -45,10 +46,11 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServedDem
 
 
 @contextlib.contextmanager
-def unmanaged_server(config: Path, log: Path) -> Iterator[RunningServer]:
+def unmanaged_server(config: Path, log: Path, *, workers: int = 1) -> Iterator[RunningServer]:
     """``veil serve`` that the test kills itself (``running_server`` would report its death as a
-    failure); killed here too if the test failed before it could."""
-    process = start_server(config, log)
+    failure); killed here too if the test failed before it could. With workers, killing the
+    supervisor kills them too (proxy/server/workers.py)."""
+    process = start_server(config, log, workers=workers)
     try:
         yield wait_until_ready(process, log)
     finally:
@@ -116,11 +118,12 @@ def kill_mid_stream(server: RunningServer, analyst: Analyst) -> int:
     return stream.answers
 
 
+@pytest.mark.parametrize("workers", [1, 2])
 def test_kill_9_mid_stream_leaves_a_consistent_ledger_that_charged_every_answer(
-    served: ServedDemo, tmp_path: Path
+    served: ServedDemo, tmp_path: Path, workers: int
 ) -> None:
     analyst = served.spending_analyst(GRANT, prefix="crash")
-    with unmanaged_server(served.config, tmp_path / "killed.log") as server:
+    with unmanaged_server(served.config, tmp_path / "killed.log", workers=workers) as server:
         received = kill_mid_stream(server, analyst)
     assert server.process.returncode == -signal.SIGKILL
 
@@ -140,7 +143,7 @@ def test_kill_9_mid_stream_leaves_a_consistent_ledger_that_charged_every_answer(
     finally:
         ledger.close()
 
-    with running_server(served.config, tmp_path / "restarted.log") as restarted:  # noqa: SIM117
+    with running_server(served.config, tmp_path / "restarted.log", workers=workers) as restarted:  # noqa: SIM117
         with psycopg.connect(
             restarted.conninfo(analyst), prepare_threshold=None, autocommit=True
         ) as connection:

@@ -3,7 +3,7 @@ the grant pays for, then a budget refusal (SQLSTATE 53Z01) for everyone, and not
 
 The grant pays for exactly K = GRANT / EPSILON answers (exact decimals). Each connection asks
 distinct DP queries back to back until it is refused. Runs over an SQLite ledger and over a
-PostgreSQL one (``postgres``; skips without a server).
+PostgreSQL one (``postgres``; skips without a server), with one worker process and with two.
 """
 
 from __future__ import annotations
@@ -61,24 +61,27 @@ def spend_until_refused(servers: list[RunningServer], analyst: Analyst) -> Count
     return Counter(outcome for outcomes in results for outcome in outcomes)
 
 
+@pytest.mark.parametrize("workers", [1, 2])
 def test_a_hundred_connections_get_exactly_the_answers_the_grant_pays_for(
-    served: ServedDemo, tmp_path: Path
+    served: ServedDemo, tmp_path: Path, workers: int
 ) -> None:
     analyst = served.spending_analyst(GRANT, prefix="hundred")
-    with running_server(served.config, tmp_path / "serve.log") as server:
+    with running_server(served.config, tmp_path / "serve.log", workers=workers) as server:
         outcomes = spend_until_refused([server], analyst)
     assert outcomes == {"answered": ANSWERS, BUDGET_EXHAUSTED: CONNECTIONS}
     check_exactly_spent(served, analyst)
 
 
+@pytest.mark.parametrize("workers", [1, 2])
 def test_two_servers_sharing_one_ledger_get_exactly_the_answers_the_grant_pays_for(
-    served: ServedDemo, tmp_path: Path
+    served: ServedDemo, tmp_path: Path, workers: int
 ) -> None:
-    """Two `veil serve` processes on one ledger (one file, or one PostgreSQL schema), 50 clients each."""
+    """Two `veil serve` (each of one or two worker processes) on one ledger — one file, or one
+    PostgreSQL schema, as two hosts would share it — 50 clients each."""
     analyst = served.spending_analyst(GRANT, prefix="shared")
     with (
-        running_server(served.config, tmp_path / "first.log") as first,
-        running_server(served.config, tmp_path / "second.log") as second,
+        running_server(served.config, tmp_path / "first.log", workers=workers) as first,
+        running_server(served.config, tmp_path / "second.log", workers=workers) as second,
     ):
         outcomes = spend_until_refused([first, second], analyst)
     assert outcomes == {"answered": ANSWERS, BUDGET_EXHAUSTED: CONNECTIONS}
