@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -89,3 +90,37 @@ def test_a_failed_posted_write_is_logged(caplog: pytest.LogCaptureFixture) -> No
     with caplog.at_level("ERROR", logger="veil.audit"):
         asyncio.run(post_and_wait())
     assert "audit append failed: disk I/O error" in caplog.text
+
+
+class SlowCountingLog(AuditLog):
+    """The real log, counting its transactions; the first write waits until the test lets it go."""
+
+    def __init__(self, store: object, release: threading.Event) -> None:
+        super().__init__(store)  # type: ignore[arg-type]
+        self.transactions: list[int] = []
+        self.entered = threading.Event()
+        self._release = release
+
+    def append(self, *entries: AuditEntry) -> None:
+        self.entered.set()
+        self._release.wait()
+        self.transactions.append(len(entries))
+        super().append(*entries)
+
+
+def test_messages_queued_during_a_write_share_the_next_transaction(tmp_path: Path) -> None:
+    ledger = Ledger.create(tmp_path / "ledger.sqlite")
+    release = threading.Event()
+    log = SlowCountingLog(ledger.store, release)
+    writer = AuditWriter(log)
+
+    async def many() -> None:
+        first = asyncio.ensure_future(writer.append([entry("first")]))
+        await asyncio.to_thread(log.entered.wait)  # the writer thread holds "first", waiting
+        rest = [asyncio.ensure_future(writer.append([entry(f"queued {n}")])) for n in range(5)]
+        release.set()
+        await asyncio.gather(first, *rest)
+
+    asyncio.run(many())
+    assert log.transactions == [1, 5]
+    assert [e.statement for e in ledger.audit_log.entries()] == ["first"] + [f"queued {n}" for n in range(5)]
