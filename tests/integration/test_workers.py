@@ -1,6 +1,6 @@
 """``veil serve --workers 2``: two processes on one port, one ledger.
 
-Both workers answer; CancelRequests reach the session they name whichever worker the kernel hands
+Both workers answer and share the answer cache; CancelRequests reach the session they name whichever worker the kernel hands
 their connection to; SIGHUP reloads every worker and SIGTERM stops them all; a worker killed with
 ``kill -9`` is replaced while the other goes on serving; TLS works in every worker. Exact spending
 across workers is tested in test_wire_concurrency.py and test_concurrency.py (run there with two
@@ -61,6 +61,19 @@ def test_both_workers_answer_connections(workers_server: RunningServer, admin: A
             assert isinstance(count, int)
     assert seen == {0, 1}
     assert len(worker_pids(workers_server.process.pid)) == WORKERS
+
+
+def test_the_answer_cache_is_shared_by_the_workers(workers_server: RunningServer, admin: Admin) -> None:
+    """The same query asked on connections of both workers: one spend, one (noisy) answer for all."""
+    analyst = admin.add_analyst(5.0, prefix="cached")
+    answers, seen = [], set()
+    for _ in range(CONNECTIONS):
+        with connect(workers_server, analyst) as connection:
+            seen.add(worker_of(connection))
+            answers.append(connection.execute("SELECT COUNT(*) FROM visits WHERE cost > -7").fetchone())
+    assert seen == {0, 1}
+    assert len(set(answers)) == 1
+    assert len(admin.history(analyst)) == 1
 
 
 def test_sighup_reloads_every_worker(workers_server: RunningServer) -> None:
