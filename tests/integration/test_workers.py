@@ -1,10 +1,10 @@
 """``veil serve --workers 2``: two processes on one port, one ledger.
 
-Both workers answer and share the answer cache; CancelRequests reach the session they name whichever worker the kernel hands
-their connection to; SIGHUP reloads every worker and SIGTERM stops them all; a worker killed with
-``kill -9`` is replaced while the other goes on serving; TLS works in every worker. Exact spending
-across workers is tested in test_wire_concurrency.py and test_concurrency.py (run there with two
-workers too), kill -9 of the whole server in test_crash_recovery.py.
+Both workers answer and share the answer cache; CancelRequests reach the session they name whichever
+worker the kernel hands their connection to; SIGHUP reloads every worker and SIGTERM stops them all; a
+worker killed with ``kill -9`` is replaced while the other goes on serving; TLS works in every worker.
+Exact spending across workers is tested in test_wire_concurrency.py and test_concurrency.py (run there
+with two workers too), kill -9 of the whole server in test_crash_recovery.py.
 """
 
 from __future__ import annotations
