@@ -39,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from budget.errors import BudgetError
 from proxy.errors import ConfigError, ProxyError
@@ -240,6 +241,7 @@ def _worker_main(
 ) -> None:
     """The body of a forked worker; never returns. Its start-up error goes to the supervisor."""
     _die_with(supervisor)
+    _tag_log_records(seat.index)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C reaches the supervisor, which stops us
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # until the event loop handles it
@@ -275,6 +277,18 @@ def _worker_main(
         logging.shutdown()
         sys.stderr.flush()
         os._exit(status)
+
+
+def _tag_log_records(index: int) -> None:
+    """Every log line of a worker names it: ``veil.server[worker 1]``."""
+    make_record = logging.getLogRecordFactory()
+
+    def tagged(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make_record(*args, **kwargs)
+        record.name = f"{record.name}[worker {index}]"
+        return record
+
+    logging.setLogRecordFactory(tagged)
 
 
 def _die_with(supervisor: int) -> None:
