@@ -33,7 +33,7 @@ from proxy.server.login import cancel_session, refuse_when_full
 from proxy.server.reload import reload_policy
 from proxy.server.session import Session
 from proxy.server.statement_slots import StatementSlots
-from proxy.server.throttle import LoginThrottle
+from proxy.server.throttle import FailureStore, LoginThrottle
 from proxy.server.workers import WorkerSeat
 
 STOPPED_ANSWER_WAIT_S = 10.0  # after the grace: how long a stopped statement may take to answer 57014
@@ -92,10 +92,16 @@ def build_context(config: VeilConfig, *, environ: Mapping[str, str] = NO_ENVIRON
         analysis_pool=AnalysisPool(config.server.analysis_processes)
         if config.server.analysis_processes
         else None,
-        throttle=LoginThrottle(
-            base=config.server.auth_failure_delay_ms / 1000,
-            ceiling=config.server.auth_failure_max_delay_ms / 1000,
-        ),
+        throttle=login_throttle(config),
+    )
+
+
+def login_throttle(config: VeilConfig, *, store: FailureStore | None = None) -> LoginThrottle:
+    """The policy's failed-login delays, counted in ``store`` (this process's memory by default)."""
+    return LoginThrottle(
+        base=config.server.auth_failure_delay_ms / 1000,
+        ceiling=config.server.auth_failure_max_delay_ms / 1000,
+        store=store,
     )
 
 
@@ -302,8 +308,13 @@ def run_server(
     context = build_context(config, environ=environ)
     if seat is not None:
         router = CancelRouter(seat.cancel_directory, seat.index) if seat.count > 1 else None
+        throttle = login_throttle(config, store=seat.login_failures)
         context = dataclasses.replace(
-            context, cancel_keys=CancelKeys(worker=seat.index), cancel_router=router
+            context,
+            cancel_keys=CancelKeys(worker=seat.index),
+            cancel_router=router,
+            throttle=throttle,
+            mock_salt_key=seat.mock_salt_key,
         )
     server = VeilServer(config, context)
 

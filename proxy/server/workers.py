@@ -28,6 +28,7 @@ import ctypes
 import json
 import logging
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -44,6 +45,7 @@ from typing import Any
 from budget.errors import BudgetError
 from proxy.errors import ConfigError, ProxyError
 from proxy.server.cancel_keys import MAX_WORKERS
+from proxy.server.throttle import SharedFailures
 
 DEFAULT_WORKERS_CAP = 8  # beyond this the ledger's one write lock, not the CPU, is what limits
 MAX_RESTARTS = 5
@@ -61,12 +63,17 @@ def default_workers() -> int:
 @dataclass(frozen=True)
 class WorkerSeat:
     """What a worker process is given: its index (in its cancel keys), how many there are, the
-    sockets it accepts on and the directory of the workers' cancel sockets."""
+    sockets it accepts on, the directory of the workers' cancel sockets, and what the workers must
+    share so that the one server they make up behaves as one: the failed-login counts (or a guesser
+    gets N times the attempts, proxy/server/throttle.py) and the key of the fake salts that unknown
+    roles get (or two workers would give one unknown name two salts, telling it from a real one)."""
 
     index: int
     count: int
     sockets: tuple[socket.socket, ...]
     cancel_directory: Path
+    login_failures: SharedFailures
+    mock_salt_key: bytes
 
 
 class _Addresses:
@@ -137,6 +144,8 @@ class Supervisor:
         self._interrupted = False
         self._deaths: list[float] = []
         self._directory = Path(tempfile.mkdtemp(prefix="veil-workers-"))  # 0700: the server's user only
+        self._login_failures = SharedFailures()  # mapped before any fork, so every worker shares it
+        self._mock_salt_key = secrets.token_bytes(32)
 
     def serve(self, host: str, port: int, on_ready: Callable[[int], None]) -> bool:
         """Serve until SIGTERM/SIGINT; True when it was SIGINT (Ctrl+C). ``on_ready(port)`` once
@@ -170,7 +179,9 @@ class Supervisor:
         pid = os.fork()
         if pid == 0:  # the worker
             os.close(reader)
-            seat = WorkerSeat(index, self.count, sockets, self._directory)
+            seat = WorkerSeat(
+                index, self.count, sockets, self._directory, self._login_failures, self._mock_salt_key
+            )
             _worker_main(seat, writer, self._run_worker, supervisor=supervisor)
         os.close(writer)
         if addresses.reuse_port:

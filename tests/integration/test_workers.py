@@ -9,8 +9,11 @@ with two workers too), kill -9 of the whole server in test_crash_recovery.py.
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
+import socket
+import struct
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +27,7 @@ from proxy.server.cancel_keys import owner
 from tests.conftest import Admin, Analyst, Demo, RunningServer, running_server, start_server, wait_until_ready
 from tests.integration.slow_dataset import SLOW_QUERY, connect
 from tests.integration.test_cancel import cancelling
+from tests.integration.test_robustness import startup
 from tests.integration.test_tls import tls_policy
 from tests.tls_certificates import make_certificate
 
@@ -180,3 +184,31 @@ def test_cancel_requests_reach_the_session_whichever_worker_receives_them(
     log = slow_workers.output()
     assert "forwarded to worker 0" in log and "forwarded to worker 1" in log
     assert "does not answer" not in log
+
+
+def scram_salt(server: RunningServer, user: str) -> bytes:
+    """The salt the server's SCRAM first message gives ``user`` (a fake, fixed one for unknown roles)."""
+    with socket.create_connection((server.host, server.port), timeout=10) as sock:
+        reader = sock.makefile("rb")
+
+        def message() -> tuple[bytes, bytes]:
+            kind, length = reader.read(1), struct.unpack("!i", reader.read(4))[0]
+            return kind, reader.read(length - 4)
+
+        sock.sendall(startup(user=user, database="demo"))
+        assert message()[0] == b"R"  # AuthenticationSASL
+        first = b"n,,n=,r=workersaltprobe"
+        body = b"SCRAM-SHA-256\0" + struct.pack("!i", len(first)) + first
+        sock.sendall(b"p" + struct.pack("!i", len(body) + 4) + body)
+        kind, payload = message()
+        assert kind == b"R" and struct.unpack("!i", payload[:4])[0] == 11  # AuthenticationSASLContinue
+        attributes = dict(part.split(b"=", 1) for part in payload[4:].split(b","))
+        return base64.b64decode(attributes[b"s"])
+
+
+def test_an_unknown_role_gets_one_salt_from_every_worker(workers_server: RunningServer) -> None:
+    """A real role has one salt; if each worker made up its own for unknown names, an unknown name would
+    show two salts over a few connections and be told apart from a real one. The workers share the key
+    the fake salts are derived from (the kernel puts 24 connections on one worker with odds 2⁻²³)."""
+    salts = {scram_salt(workers_server, "nobody-by-that-name") for _ in range(CONNECTIONS)}
+    assert len(salts) == 1
