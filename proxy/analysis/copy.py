@@ -13,15 +13,17 @@ from typing import Literal
 from sqlglot import exp
 
 from proxy.config import DatasetPolicy
-from proxy.errors import PolicyViolationError, UnsupportedQueryError
+from proxy.errors import InvalidParameterValueError, PolicyViolationError, UnsupportedQueryError
 
 _FORMATS = {"text": "text", "csv": "csv"}
+_TEXT_FORBIDDEN_DELIMITERS = frozenset("\\.abcdefghijklmnopqrstuvwxyz0123456789")
 CopyFormat = Literal["text", "csv"]
 
 
 @dataclass(frozen=True)
 class CopyOptions:
-    """``FORMAT``, ``HEADER`` (CSV only, as in PostgreSQL 15) and ``DELIMITER`` of a COPY TO."""
+    """``FORMAT``, ``HEADER`` (a line of column names, in either format since PostgreSQL 15) and
+    ``DELIMITER`` of a COPY TO."""
 
     format: CopyFormat = "text"
     header: bool = False
@@ -95,7 +97,21 @@ def _options(params: list[exp.Expression]) -> CopyOptions:
             found["delimiter"] = _delimiter(value)
         else:
             _legacy(param.this, found, value)
-    return CopyOptions(**found)  # type: ignore[arg-type]
+    return _checked(CopyOptions(**found))  # type: ignore[arg-type]
+
+
+def _checked(options: CopyOptions) -> CopyOptions:
+    """The delimiters PostgreSQL refuses (``ProcessCopyOptions``), refused with its words: ones that could
+    not be told from a line break, from the text format's escapes (``\\t``, ``\\.``) and values, or from
+    CSV's quote."""
+    separator = options.separator
+    if separator in ("\n", "\r"):
+        raise InvalidParameterValueError("COPY delimiter cannot be newline or carriage return")
+    if options.format == "text" and separator in _TEXT_FORBIDDEN_DELIMITERS:
+        raise InvalidParameterValueError(f'COPY delimiter cannot be "{separator}"')
+    if options.format == "csv" and separator == '"':
+        raise InvalidParameterValueError("COPY delimiter and quote must be different")
+    return options
 
 
 def _legacy(word: exp.Expression, found: dict[str, object], value: exp.Expression | None = None) -> None:
@@ -125,6 +141,6 @@ def _boolean(value: exp.Expression | None) -> bool:
 
 def _delimiter(value: exp.Expression | None) -> str:
     text = value.name if value is not None else ""
-    if len(text) != 1 or text in ("\n", "\r", "\\", '"'):
+    if len(text.encode("utf-8")) != 1:  # one byte: 'é' is two
         raise UnsupportedQueryError("COPY delimiter must be a single one-byte character")
     return text

@@ -7,12 +7,15 @@ locked: even if a query slipped past the allow-list, it could neither write nor 
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import duckdb
 
-from proxy.backends.base import Description, Rows
+from proxy.backends.base import Columns, Description, Rows
 from proxy.backends.interrupts import Watchdog, interruptible
 from proxy.backends.priority import engine_executor
 from proxy.errors import BackendUnavailableError
@@ -22,6 +25,26 @@ log = logging.getLogger("veil.backend")
 # Engine calls run on threads of lowered priority (proxy/backends/priority.py), one process-wide pool.
 _ENGINE_THREADS = engine_executor()
 SANDBOX_CONFIG = {"enable_external_access": False, "lock_configuration": True}
+# Engine types whose NumPy form (``fetchnumpy``) turns back into exactly the Python values ``fetchall``
+# gives: integers up to 64 bits, floats, booleans, strings. Not HUGEINT or DECIMAL (NumPy makes them
+# float64), nor dates and times (datetime64: a DATE would come back as a datetime).
+_NUMPY_EXACT = frozenset(
+    {
+        "BOOLEAN",
+        "TINYINT",
+        "SMALLINT",
+        "INTEGER",
+        "BIGINT",
+        "UTINYINT",
+        "USMALLINT",
+        "UINTEGER",
+        "UBIGINT",
+        "FLOAT",
+        "DOUBLE",
+        "VARCHAR",
+    }
+)
+T = TypeVar("T")
 
 
 class DuckDBBackend:
@@ -65,10 +88,20 @@ class DuckDBBackend:
         A cursor is a connection of its own to the same database, so interrupting it (a CancelRequest,
         the statement timeout) stops this query and no other session's. Engine error text is logged,
         never returned: it may quote private values."""
+        return self._on_cursor(_run, sql)
+
+    def execute_columns(self, sql: str) -> Columns:
+        """``execute``, column by column. A result of integers, floats, booleans and strings only is
+        fetched as NumPy arrays, each turned into a list at once (``tolist``): no tuple per row, and
+        a fifth of ``fetchall``'s time for 100,000 rows. Any other result is fetched row by row and
+        transposed."""
+        return self._on_cursor(_run_columns, sql)
+
+    def _on_cursor(self, run: Callable[[duckdb.DuckDBPyConnection, str], T], sql: str) -> T:
         cursor = self._connection.cursor()
         try:
             with interruptible(cursor.interrupt, watchdog=self._watchdog):
-                return _ENGINE_THREADS.submit(_run, cursor, sql).result()
+                return _ENGINE_THREADS.submit(run, cursor, sql).result()
         finally:
             cursor.close()
 
@@ -77,10 +110,42 @@ class DuckDBBackend:
 
 
 def _run(cursor: duckdb.DuckDBPyConnection, sql: str) -> tuple[Description, Rows]:
-    try:
+    with _engine_errors():
         cursor.execute(sql)
-        description = [(column[0], str(column[1])) for column in cursor.description or []]
-        return description, cursor.fetchall()
+        return _description(cursor), cursor.fetchall()
+
+
+def _run_columns(cursor: duckdb.DuckDBPyConnection, sql: str) -> Columns:
+    with _engine_errors():
+        cursor.execute(sql)
+        description = _description(cursor)
+        names = [name.lower() for name, _ in description]
+        # fetchnumpy keys its arrays by name, renaming duplicates: only distinct names keep the order plain
+        if len(set(names)) < len(names) or not all(kind in _NUMPY_EXACT for _, kind in description):
+            return Columns.of_rows(description, cursor.fetchall())
+        arrays = list(cursor.fetchnumpy().values())
+        count = len(arrays[0]) if arrays else 0
+        return Columns(description, [_values(array) for array in arrays], count)
+
+
+def _values(array: Any) -> list[Any]:
+    """A NumPy column as the Python values ``fetchall`` gives: NULLs (masked entries) are None."""
+    if not hasattr(array, "mask"):  # a column without NULLs is a plain ndarray
+        return array.tolist()  # type: ignore[no-any-return]
+    values: list[Any] = array.data.tolist()
+    for index in array.mask.nonzero()[0].tolist() if array.mask.shape else ():
+        values[index] = None
+    return values
+
+
+def _description(cursor: duckdb.DuckDBPyConnection) -> Description:
+    return [(column[0], str(column[1])) for column in cursor.description or []]
+
+
+@contextlib.contextmanager
+def _engine_errors() -> Iterator[None]:
+    try:
+        yield
     except duckdb.InterruptException:
         log.info("engine query interrupted")  # interruptible() reports it as canceled (57014)
         raise BackendUnavailableError("the database engine query was interrupted") from None

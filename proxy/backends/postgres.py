@@ -58,7 +58,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import TupleRow
 from psycopg.types.datetime import DateBinaryLoader, TimestampBinaryLoader, TimestamptzBinaryLoader
 
-from proxy.backends.base import Description, Rows
+from proxy.backends.base import Columns, Description, Rows
 from proxy.backends.interrupts import interruptible, statement_timeout_error
 from proxy.errors import BackendUnavailableError, ProxyError
 
@@ -125,6 +125,10 @@ class PostgresBackend:
                 finally:
                     self._checkin(connection)  # after interruptible(): no cancel can still be on its way
         raise AssertionError("unreachable: the second attempt returns or raises")  # pragma: no cover
+
+    def execute_columns(self, sql: str) -> Columns:
+        """``execute``, its rows transposed: psycopg loads row by row anyway."""
+        return Columns.of_rows(*self.execute(sql))
 
     def data_version(self) -> str:
         """A digest of every relation in the schema: its file node (changed by TRUNCATE, VACUUM FULL,

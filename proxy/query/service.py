@@ -146,7 +146,24 @@ class StatementOutcome:
     notices: tuple[str, ...] = ()
     parameter_changed: tuple[str, str] | None = None  # a reported setting's new value
     charge: Charge | None = None  # set for answers from private data
-    copy: CopyOptions | None = None  # COPY … TO STDOUT: send the table as COPY data
+    copy: CopyAnswer | None = None  # COPY … TO STDOUT: rows sent as COPY data (``table`` is None)
+
+
+@dataclass(frozen=True)
+class CopyAnswer:
+    """A COPY TO STDOUT's answer, column by column as proxy/wire/copy_out.py writes it: ``values[i]`` holds
+    the ``count`` values of the column named ``names[i]``."""
+
+    options: CopyOptions
+    names: tuple[str, ...]
+    values: list[list[object]]
+    count: int
+
+    @classmethod
+    def of_table(cls, options: CopyOptions, table: ReleasedTable) -> CopyAnswer:
+        names = tuple(column.name for column in table.columns)
+        values = [list(column) for column in zip(*table.rows, strict=True)] or [[] for _ in names]
+        return cls(options, names, values, len(table.rows))
 
 
 @dataclass(frozen=True)
@@ -351,12 +368,31 @@ class QueryService:
         settings: SessionSettings,
         text: str | None,
     ) -> StatementOutcome:
-        """COPY … TO STDOUT: the query answered (and priced) as the same SELECT, its rows sent as COPY data."""
+        """COPY … TO STDOUT: the query answered (and priced) as the same SELECT, its rows sent as COPY data.
+        A query of public tables only is fetched column by column (``Backend.execute_columns``): it can
+        be every row of a large table."""
+        if self._federation_read(statement.query) is None:
+            query = _classified(statement.query, self.dataset)
+            if isinstance(query, PublicQuery):
+                return self._copy_public(query, statement.options)
         text = self.statement_text(tree) if text is None else text
         inner = self.run(statement.query, principal=principal, settings=settings, text=text)
         if inner.table is None:
             raise UnsupportedQueryError("COPY needs a query that returns rows")
-        return dataclasses.replace(inner, tag=f"COPY {len(inner.table.rows)}", copy=statement.options)
+        copied = CopyAnswer.of_table(statement.options, inner.table)
+        return dataclasses.replace(inner, tag=f"COPY {copied.count}", table=None, copy=copied)
+
+    def _copy_public(self, query: PublicQuery, options: CopyOptions) -> StatementOutcome:
+        """The same rows and names as the SELECT's answer (decimals as floats, as ``_typed_table`` has them)."""
+        result = self.backend.execute_columns(query.tree.sql(dialect=self.backend.dialect))
+        names = _public_names(query.tree, result.description)
+        values = [
+            [float(value) if isinstance(value, Decimal) else value for value in column]
+            if _is_decimal(type_name)
+            else column
+            for column, (_, type_name) in zip(result.values, result.description, strict=True)
+        ]
+        return StatementOutcome(f"COPY {result.count}", copy=CopyAnswer(options, names, values, result.count))
 
     def _federation_read(self, tree: exp.Expression) -> FederationPolicy | None:
         if self.federation is None:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NoReturn, ParamSpec, TypeVar
 
@@ -253,7 +254,7 @@ class Session:
         statement is audited — before the client sees its answer, except pings (``_record``). A
         remembered ping skips the pipeline: same answer, same audit entry."""
         self.prepared.forget_unnamed()
-        out: list[bytes] = []
+        out: list[bytes | Iterator[bytes]] = []
         audit = AuditTrail(principal=principal.name, client=self.peer, dataset=service.dataset.name)
         ping = self.pings.get(sql)
         if ping is not None and self.transaction_status != "E":  # in a failed block it is refused
@@ -265,11 +266,28 @@ class Session:
             out = [failure]
         self._end_of_batch()
         out.append(wire.ready_for_query(self.transaction_status))
-        self.pending += b"".join(out)
+        await self._send(out)
+
+    async def _send(self, parts: list[bytes | Iterator[bytes]]) -> None:
+        """Send a simple query's answer. A COPY's data is an iterator of chunks, encoded as they are
+        sent: the client reads the first rows while the next are being encoded."""
+        for part in parts:
+            if isinstance(part, bytes):
+                self.pending += part
+                continue
+            for chunk in part:
+                self.pending += chunk
+                if len(self.pending) > FLUSH_THRESHOLD:
+                    await self._flush()
         await self._flush()
 
     async def _statements(
-        self, sql: str, service: QueryService, principal: Principal, audit: AuditTrail, out: list[bytes]
+        self,
+        sql: str,
+        service: QueryService,
+        principal: Principal,
+        audit: AuditTrail,
+        out: list[bytes | Iterator[bytes]],
     ) -> None:
         """Each statement of a simple query in turn, its messages appended to ``out``; the first error
         ends the batch. A lone select list of literals is remembered as a ping (proxy/server/pings.py)."""
@@ -284,9 +302,12 @@ class Session:
                     self._refuse_statement(tree)
                 statement = service.statement_text(tree)
                 outcome = await self._run(tree, statement, service, principal, audit)
+                if outcome.copy is not None:
+                    out.extend(_copy_messages(outcome))
+                    continue
                 messages = _outcome_messages(outcome)
                 out.extend(messages)
-            if len(trees) == 1 and not audit.urgent:
+            if len(trees) == 1 and not audit.urgent and outcome.copy is None:
                 self.pings.remember(sql, statement, outcome, b"".join(messages))
         except Exception as error:  # every failure becomes one ErrorResponse; the session lives on
             out.append(self._refusal(error, audit, statement))
@@ -670,7 +691,7 @@ def _notice(text: str) -> bytes:
 def _outcome_messages(outcome: StatementOutcome) -> list[bytes]:
     """A simple query's answer: the columns, every row in text, what the run says, the command tag."""
     if outcome.copy is not None:
-        return [*_copy_messages(outcome), *_run_messages(outcome), wire.command_complete(outcome.tag)]
+        return [b"".join(part) if isinstance(part, Iterator) else part for part in _copy_messages(outcome)]
     out: list[bytes] = []
     if outcome.table is not None:
         out.append(_row_description(outcome.table.columns, None))
@@ -678,20 +699,25 @@ def _outcome_messages(outcome: StatementOutcome) -> list[bytes]:
     return [*out, *_run_messages(outcome), wire.command_complete(outcome.tag)]
 
 
-def _copy_messages(outcome: StatementOutcome) -> list[bytes]:
-    """COPY … TO STDOUT: CopyOutResponse, one CopyData per row (and header), CopyDone."""
-    assert outcome.table is not None and outcome.copy is not None
-    names = [column.name for column in outcome.table.columns]
+def _copy_messages(outcome: StatementOutcome) -> list[bytes | Iterator[bytes]]:
+    """COPY … TO STDOUT: CopyOutResponse, the CopyData of every row (and header) — an iterator that
+    encodes them a chunk at a time —, CopyDone, what the run says, the command tag."""
+    copy = outcome.copy
+    assert copy is not None
+    data = copy_out.copy_data_messages(
+        copy.names,
+        copy.values,
+        copy.count,
+        csv=copy.options.format == "csv",
+        header=copy.options.header,
+        separator=copy.options.separator,
+    )
     return [
-        copy_out.copy_out_response(len(names)),
-        copy_out.copy_rows(
-            names,
-            outcome.table.rows,
-            csv=outcome.copy.format == "csv",
-            header=outcome.copy.header,
-            separator=outcome.copy.separator,
-        ),
+        copy_out.copy_out_response(len(copy.names)),
+        data,
         copy_out.copy_done(),
+        *_run_messages(outcome),
+        wire.command_complete(outcome.tag),
     ]
 
 
@@ -710,11 +736,9 @@ def _portal_messages(portal: Portal, max_rows: int, *, first: bool) -> list[byte
     outcome = portal.outcome
     assert outcome is not None
     if outcome.copy is not None:  # COPY sends all its rows in one Execute, whatever max_rows says
-        return [
-            *_copy_messages(outcome),
-            *(_run_messages(outcome) if first else []),
-            wire.command_complete(outcome.tag),
-        ]
+        if not first:
+            outcome = dataclasses.replace(outcome, notices=(), parameter_changed=None)
+        return _outcome_messages(outcome)
     table = outcome.table
     rows = table.rows if table is not None else []
     start = portal.sent

@@ -70,7 +70,7 @@ def _column_text(values: tuple[object, ...]) -> tuple[list[str], list[int], list
     return texts, lengths, lengths
 
 
-def float_texts(values: tuple[float, ...]) -> list[str]:
+def float_texts(values: Sequence[float]) -> list[str]:
     """float8out's text of each value: when all are zero or in the range where repr is positional
     (the usual case), that is repr without a trailing ".0"; otherwise ``float_text`` one by one."""
     magnitudes = list(filter(None, map(abs, values)))

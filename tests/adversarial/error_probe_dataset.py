@@ -25,7 +25,7 @@ import tomli_w
 from budget.ledger import Ledger
 from budget.loss import PrivacyLoss
 from proxy.backends import open_backend
-from proxy.backends.base import Backend, Description, Rows
+from proxy.backends.base import Backend, Columns, Description, Rows
 from proxy.backends.duckdb import DuckDBBackend
 from proxy.config import DatasetPolicy, parse_config
 from proxy.query.service import QueryService
@@ -74,6 +74,10 @@ class RecordingBackend:
     def execute(self, sql: str) -> tuple[Description, Rows]:
         self.executed.append(sql)
         return self.inner.execute(sql)
+
+    def execute_columns(self, sql: str) -> Columns:
+        self.executed.append(sql)
+        return self.inner.execute_columns(sql)
 
     def data_version(self) -> str:
         return self.inner.data_version()

@@ -18,17 +18,26 @@ from proxy.analysis.session_commands import (
     command_of,
     execute_arguments,
 )
-from proxy.errors import PolicyViolationError, QuerySyntaxError, UnsupportedQueryError
-from proxy.wire.copy_out import copy_data, copy_out_response, copy_rows
+from proxy.errors import (
+    InvalidParameterValueError,
+    PolicyViolationError,
+    QuerySyntaxError,
+    UnsupportedQueryError,
+)
+from proxy.wire.copy_out import copy_data, copy_data_messages, copy_out_response
 from tests.unit.proxy.policy_fixture import clinic_policy
 
 
 def lines(
     rows: list[tuple[object, ...]], options: CopyOptions, names: tuple[str, ...] = ("a", "b")
 ) -> list[str]:
-    """The CopyData messages' payloads, one per line."""
-    data = copy_rows(
-        list(names), rows, csv=options.format == "csv", header=options.header, separator=options.separator
+    """The CopyData messages' payloads, one per line (the rows encoded two at a time, to cross chunks)."""
+    columns = [list(column) for column in zip(*rows, strict=True)] or [[] for _ in names]
+    csv, header, separator = options.format == "csv", options.header, options.separator
+    data = b"".join(
+        copy_data_messages(
+            names, columns, len(rows), csv=csv, header=header, separator=separator, chunk_rows=2
+        )
     )
     out = []
     while data:
@@ -53,6 +62,26 @@ def test_csv_format_quotes_only_what_needs_quoting_and_writes_a_header() -> None
         '"say ""hi""",""\n',
         "2024-03-04,1.5\n",
     ]
+
+
+def test_delimiters_postgresql_accepts_in_one_format_only() -> None:
+    (text,) = parse_statements("COPY (SELECT 1) TO STDOUT (FORMAT csv, DELIMITER 'a')")
+    assert copy_statement(text, clinic_policy()).options.separator == "a"  # type: ignore[arg-type]
+    (text,) = parse_statements("COPY (SELECT 1) TO STDOUT (DELIMITER '\"')")
+    assert copy_statement(text, clinic_policy()).options.separator == '"'  # type: ignore[arg-type]
+    assert lines([('say "hi"', 1)], CopyOptions(delimiter='"')) == ['say \\"hi\\""1\n']
+
+
+def test_header_line_in_text_format_and_a_lone_end_marker_quoted_in_one_column_csv() -> None:
+    assert lines([("\\.", 1)], CopyOptions(header=True), ("a\tb", "c")) == ["a\\tb\tc\n", "\\\\.\t1\n"]
+    one_column = [(value,) for value in ("\\.", "x\\.", "", None)]
+    assert lines(one_column, CopyOptions(format="csv"), ("a",)) == ['"\\."\n', "x\\.\n", '""\n', "\n"]
+    assert lines([("\\.", "\\.")], CopyOptions(format="csv")) == ["\\.,\\.\n"]
+
+
+def test_null_booleans_and_mixed_types_in_one_column() -> None:
+    rows = [(True, 1), (None, 2.5), (False, None), (True, "x")]
+    assert lines(rows, CopyOptions()) == ["t\t1\n", "\\N\t2.5\n", "f\t\\N\n", "t\tx\n"]
 
 
 def test_copy_messages_are_framed_as_the_protocol_says() -> None:
@@ -83,6 +112,10 @@ def test_copy_options_in_every_spelling_psql_and_drivers_send(text: str, expecte
         ("COPY (SELECT 1) TO '/tmp/x'", UnsupportedQueryError, "server file"),
         ("COPY (SELECT 1) TO STDOUT (FORMAT binary)", UnsupportedQueryError, "format 'binary'"),
         ("COPY (SELECT 1) TO STDOUT (FREEZE)", UnsupportedQueryError, "option"),
+        ("COPY (SELECT 1) TO STDOUT (DELIMITER 'é')", UnsupportedQueryError, "single one-byte character"),
+        ("COPY (SELECT 1) TO STDOUT (DELIMITER 'a')", InvalidParameterValueError, 'cannot be "a"'),
+        ("COPY (SELECT 1) TO STDOUT (DELIMITER '.')", InvalidParameterValueError, 'cannot be "."'),
+        ("COPY (SELECT 1) TO STDOUT (FORMAT csv, DELIMITER '\"')", InvalidParameterValueError, "quote"),
     ],
 )
 def test_copy_refusals_name_what_to_write_instead(text: str, error: type[Exception], message: str) -> None:
