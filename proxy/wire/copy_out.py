@@ -30,6 +30,7 @@ import functools
 import re
 import struct
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
@@ -84,26 +85,28 @@ def copy_data_messages(
     """The CopyData messages of an answer given column by column (``columns[i]`` holds column i's
     ``count`` values, None for NULL): one message per row — the protocol says so, and psycopg's
     ``Copy.rows()`` reads one row per message —, a header line first when asked for. Yielded a chunk of
-    ``chunk_rows`` rows at a time."""
-    escape = _csv_fields if csv else _text_fields
-    single = len(names) == 1
+    ``chunk_rows`` rows at a time. ``separator`` is one ASCII character (proxy/analysis/copy.py checks)."""
+    form = _Format(csv=csv, separator=separator, single=len(names) == 1)
+    last = len(names) - 1
     if header:
-        yield _messages([[name] for name in escape(list(names), separator, single=single)], 1, separator)
+        yield _messages([form.column([name], nulls=False, last=i == last) for i, name in enumerate(names)], 1)
     for start in range(0, count, chunk_rows):
         stop = min(count, start + chunk_rows)
-        fields = [escape(_texts(column[start:stop]), separator, single=single) for column in columns]
-        yield _messages(fields, stop - start, separator)
+        encoded = [
+            form.column(*_texts(column[start:stop]), last=i == last) for i, column in enumerate(columns)
+        ]
+        yield _messages(encoded, stop - start)
 
 
-def _texts(values: Sequence[object]) -> list[Field]:
-    """Each value's text (``encode_text_value``'s), None for NULL. A column of one common type is encoded
-    with one ``map``; NULLs are set aside first, then put back."""
+def _texts(values: Sequence[object]) -> tuple[list[Field], bool]:
+    """Each value's text (``encode_text_value``'s), None for NULL, and whether there is a NULL. A column
+    of one common type is encoded with one ``map``; NULLs are set aside first, then put back."""
     kinds = set(map(type, values))
     if type(None) not in kinds:
-        return _present_texts(values, kinds)  # type: ignore[return-value]
+        return _present_texts(values, kinds), False  # type: ignore[return-value]
     kinds.discard(type(None))
     texts = iter(_present_texts([value for value in values if value is not None], kinds))
-    return [None if value is None else next(texts) for value in values]
+    return [None if value is None else next(texts) for value in values], True
 
 
 def _present_texts(values: Sequence[object], kinds: set[type]) -> list[str]:
@@ -120,44 +123,72 @@ _ENCODERS: Final[dict[type, Callable[[Sequence[object]], list[str]]]] = {
     bool: lambda values: ["t" if value else "f" for value in values],
 }
 
-
-def _text_fields(texts: list[Field], separator: str, *, single: bool) -> list[str]:
-    """Text format: special characters backslash-escaped (one ``translate`` per value, and only when the
-    column holds any), NULL as ``\\N``. (``single`` matters to CSV only.)"""
-    present = _present(texts)
-    if _special(separator, csv=False).search("".join(present)) is None:
-        return present if present is texts else [_TEXT_NULL if text is None else text for text in texts]
-    table = _text_table(separator)
-    return [_TEXT_NULL if text is None else text.translate(table) for text in texts]
+Bytes = npt.NDArray[np.uint8]
+Lengths = npt.NDArray[np.int64]
 
 
-def _csv_fields(texts: list[Field], separator: str, *, single: bool) -> list[str]:
-    """CSV: quoted where PostgreSQL quotes (see the module docstring) — looked for value by value only
-    when the whole column holds something to quote —, NULL as an empty field."""
-    present = _present(texts)
-    quote = _special(separator, csv=True).search
-    if quote("".join(present)) is None and "" not in present and not (single and _END_OF_DATA in present):
-        return present if present is texts else [_CSV_NULL if text is None else text for text in texts]
-    return [
-        _CSV_NULL
-        if text is None
-        else '"' + text.replace('"', '""') + '"'
-        if text == "" or quote(text) is not None or (single and text == _END_OF_DATA)
-        else text
-        for text in texts
-    ]
+@dataclass(frozen=True)
+class _Format:
+    """How one COPY writes a column: text or CSV, the delimiter, and whether the row has one column only."""
+
+    csv: bool
+    separator: str
+    single: bool
+
+    def column(self, texts: list[Field], nulls: bool, *, last: bool) -> tuple[Bytes, Lengths]:
+        """A column's fields — escaped, each followed by its terminator (the delimiter, or the newline
+        that ends the row when the column is ``last``) — as one UTF-8 byte array, and each field's
+        length in bytes with its terminator.
+
+        Usually nothing in the column needs escaping (one search of the whole column says so): the
+        fields are then joined once, and since none holds a terminator byte, the terminators' positions
+        in the bytes give the lengths. Otherwise each value is escaped and its length taken."""
+        null = _CSV_NULL if self.csv else _TEXT_NULL
+        terminator = "\n" if last else self.separator
+        present = [text for text in texts if text is not None] if nulls else texts
+        if self._plain(present):  # type: ignore[arg-type]
+            fields = [null if text is None else text for text in texts] if nulls else texts
+            data = np.frombuffer((terminator.join(fields) + terminator).encode(), np.uint8)  # type: ignore[arg-type]
+            ends = np.flatnonzero(data == ord(terminator))
+            return data, np.diff(ends, prepend=-1)
+        escape = self._quoted if self.csv else self._escaped
+        fields = [null if text is None else escape(text) for text in texts]
+        joined = terminator.join(fields) + terminator
+        if joined.isascii():  # one byte per character
+            return np.frombuffer(joined.encode(), np.uint8), np.fromiter(
+                map(len, fields), np.int64, len(fields)
+            ) + 1
+        pieces = list(map(str.encode, fields))
+        return np.frombuffer(joined.encode(), np.uint8), np.fromiter(
+            map(len, pieces), np.int64, len(pieces)
+        ) + 1
+
+    def _plain(self, present: list[str]) -> bool:
+        """Whether no value of the column needs escaping (text) or quoting (CSV)."""
+        joined = "".join(present)
+        if any(character in joined for character in _specials(self.separator, csv=self.csv)):
+            return False  # (one substring search per character: far quicker than a regex's scan)
+        return not self.csv or ("" not in present and not (self.single and _END_OF_DATA in present))
+
+    def _escaped(self, text: str) -> str:
+        return text.translate(_text_table(self.separator))
+
+    def _quoted(self, text: str) -> str:
+        special = _special(self.separator, csv=True).search(text) is not None
+        if special or text == "" or (self.single and text == _END_OF_DATA):
+            return '"' + text.replace('"', '""') + '"'
+        return text
 
 
-def _present(texts: list[Field]) -> list[str]:
-    """The texts that are not NULL: ``texts`` itself when there is no NULL."""
-    return texts if None not in texts else [text for text in texts if text is not None]  # type: ignore[return-value]
+@functools.cache
+def _specials(separator: str, *, csv: bool) -> str:
+    """The characters that make a value need escaping (text) or quoting (CSV)."""
+    return "".join(sorted({separator, '"', "\n", "\r"} if csv else {separator, *_TEXT_ESCAPES}))
 
 
 @functools.cache
 def _special(separator: str, *, csv: bool) -> re.Pattern[str]:
-    """The characters that make a value need escaping (text) or quoting (CSV)."""
-    characters = {separator, '"', "\n", "\r"} if csv else {separator, *_TEXT_ESCAPES}
-    return re.compile("[" + re.escape("".join(sorted(characters))) + "]")
+    return re.compile("[" + re.escape(_specials(separator, csv=csv)) + "]")
 
 
 @functools.cache
@@ -165,33 +196,20 @@ def _text_table(separator: str) -> dict[int, str]:
     return str.maketrans({**_TEXT_ESCAPES, separator: _TEXT_ESCAPES.get(separator, "\\" + separator)})
 
 
-def _messages(columns: list[list[str]], rows: int, separator: str) -> bytes:
-    """One CopyData message per row — ``'d'``, Int32 length, the fields joined by ``separator``, a
-    newline — laid out in one byte array. Each column's fields are encoded together (UTF-8) with their
-    byte lengths; the array is then filled by a few vectorized scatters."""
-    encoded = [_utf8(fields, rows) for fields in columns]
-    line = sum((lengths for _, lengths in encoded), np.zeros(rows, np.int64)) + max(len(columns), 1)
+def _messages(columns: list[tuple[Bytes, Lengths]], rows: int) -> bytes:
+    """One CopyData message per row — ``'d'``, Int32 length, the row's fields with their terminators —
+    laid out in one byte array: each column's bytes go to their places in one vectorized scatter."""
+    if not columns:  # a row without columns is an empty line
+        columns = [(np.full(rows, ord("\n"), np.uint8), np.ones(rows, np.int64))]
+    line = np.sum([lengths for _, lengths in columns], axis=0)
     end = np.cumsum(line + 5)
     start = end - (line + 5)
     out = np.empty(int(end[-1]) if rows else 0, np.uint8)
     out[start] = ord("d")
     out[start[:, None] + np.arange(1, 5)] = (line + 4).astype(">i4").view(np.uint8).reshape(rows, 4)
     position = start + 5
-    for index, (data, lengths) in enumerate(encoded):
-        if index:
-            out[position] = ord(separator)
-            position = position + 1
+    for data, lengths in columns:
         offsets = np.cumsum(lengths) - lengths  # where each field starts in ``data``
         out[np.repeat(position - offsets, lengths) + np.arange(data.size)] = data
         position = position + lengths
-    out[end - 1] = ord("\n")
     return out.tobytes()
-
-
-def _utf8(fields: list[str], rows: int) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
-    """A column's fields as one UTF-8 byte array, and each field's length in bytes."""
-    joined = "".join(fields)
-    if joined.isascii():  # one character per byte: the lengths are the fields' own
-        return np.frombuffer(joined.encode("ascii"), np.uint8), np.fromiter(map(len, fields), np.int64, rows)
-    pieces = list(map(str.encode, fields))
-    return np.frombuffer(b"".join(pieces), np.uint8), np.fromiter(map(len, pieces), np.int64, rows)

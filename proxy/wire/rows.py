@@ -13,7 +13,6 @@ the bytes are those ``messages.data_row`` would frame.
 
 from __future__ import annotations
 
-import math
 import struct
 from collections.abc import Iterable, Sequence
 from itertools import chain, repeat
@@ -25,7 +24,7 @@ from proxy.wire.types import encode_text_value, float_text
 
 _INT32: Final = struct.Struct("!i")
 _MAX_COLUMNS: Final = 32767  # the Int16 column count of a DataRow
-_FLOAT_REPR_RANGE: Final = (1e-4, 1e15)  # where repr is positional, as float8out is (zero aside)
+_FLOAT_EXPONENT_FROM: Final = 1e15  # float8out writes "1e+15"; repr is positional up to 1e16
 _CACHED_LENGTHS: Final = 4096
 _LENGTH_PREFIXES: Final = [_INT32.pack(n).decode("latin-1") for n in range(_CACHED_LENGTHS)] + [
     _INT32.pack(-1).decode("latin-1")
@@ -71,14 +70,22 @@ def _column_text(values: tuple[object, ...]) -> tuple[list[str], list[int], list
 
 
 def float_texts(values: Sequence[float]) -> list[str]:
-    """float8out's text of each value: when all are zero or in the range where repr is positional
-    (the usual case), that is repr without a trailing ".0"; otherwise ``float_text`` one by one."""
-    magnitudes = list(filter(None, map(abs, values)))
-    low, high = _FLOAT_REPR_RANGE
-    # the sum is NaN or infinite (and fails the comparison) if any value is
-    if not magnitudes or (sum(magnitudes) < math.inf and low <= min(magnitudes) and max(magnitudes) < high):
-        return list(map(str.removesuffix, map(float.__repr__, values), repeat(".0")))
-    return list(map(float_text, values))
+    """float8out's text of each value. Where repr is positional and below 1e15 in magnitude (the usual
+    case) that is repr without a trailing ".0"; otherwise ``float_text`` one by one. repr switches to an
+    exponent below 1e-4 and from 1e16 ("1e-05", "1e+16"), and spells NaN and infinity "nan" and "inf":
+    one look for an "e" or an "n" in all the texts, and the extremes, tell the usual case without a
+    Python call per value."""
+    if not values:
+        return []
+    texts = list(map(float.__repr__, values))
+    joined = "".join(texts)
+    if (
+        "e" in joined
+        or "n" in joined
+        or not -_FLOAT_EXPONENT_FROM < min(values) <= max(values) < _FLOAT_EXPONENT_FROM
+    ):
+        return list(map(float_text, values))
+    return list(map(str.removesuffix, texts, repeat(".0")))
 
 
 def length_fields(lengths: list[int]) -> Iterable[str]:
