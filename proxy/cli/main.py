@@ -5,16 +5,16 @@ Secrets come only from prompts, stdin or environment variables read here.
 
 Tables and JSON come from proxy/cli/support.py (``veil audit`` also prints CSV); ``veil materialize``
 lives in proxy/cli/materialize.py and ``veil risk`` in proxy/cli/risk.py.
+
+``veil --help`` loads click and this module only: each command imports what it runs on — the policy
+(``load_config``), the ledger, SCRAM, JSON, CSV, logging — and the heavy commands load as a whole when
+they run (``LazyGroup``). tests/unit/test_cli_startup.py keeps it so.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import datetime
-import io
-import json
-import logging
 import math
 import os
 import sys
@@ -25,8 +25,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from budget.errors import InvalidBudgetError, UnknownAnalystError
-from budget.loss import PrivacyLoss
-from budget.partitions import Partition
 from budget.renewals import RENEWALS
 from proxy import __version__
 from proxy.cli.lazy import LazyGroup
@@ -42,11 +40,10 @@ from proxy.cli.support import (
     json_option,
     print_table,
 )
-from proxy.config import POSTGRES, ColumnPolicy, DatasetPolicy, TablePolicy, VeilConfig, load_config
-from proxy.errors import ConfigError
 
 if TYPE_CHECKING:  # the ledger, the audit log and SCRAM load when a command uses them, not for --help
     from budget.ledger import Balance, DatasetCap, Ledger
+    from proxy.config import ColumnPolicy, DatasetPolicy, TablePolicy, VeilConfig
 
 if TYPE_CHECKING:  # imported when the command runs: duckdb and psycopg load slowly
     from proxy.cli.importer import ImportPlan
@@ -69,6 +66,14 @@ password_env_option = click.option(
 )
 # A negative amount must reach the command's own check (one clear line), not be taken for an option.
 NUMBERS_MAY_BE_NEGATIVE = {"ignore_unknown_options": True}
+
+
+def load_config(path: Path) -> VeilConfig:
+    """The policy file, read and checked. proxy.config (TOML, every policy dataclass, the budget stores it
+    names) loads here, when a command reads the policy: ``veil --help`` never does."""
+    from proxy.config import load_config as read_policy
+
+    return read_policy(path)
 
 
 def _ledger(config: VeilConfig, *, create: bool = False) -> Ledger:
@@ -147,6 +152,7 @@ def init_demo(directory: Path, people: int) -> None:
     Example:
       veil init-demo demo && veil serve --config demo/veil.toml
     """
+    from budget.loss import PrivacyLoss
     from proxy.cli.demo import build_demo
     from proxy.wire.scram import make_scram_verifier
 
@@ -221,6 +227,8 @@ def serve(
       psql "postgresql://alice@127.0.0.1:5433/demo?sslmode=require"
       veil serve --config demo/veil.toml --workers 4
     """
+    import logging
+
     from proxy.server.listener import run_server
     from proxy.server.workers import Supervisor, WorkerSeat, default_workers
 
@@ -271,6 +279,8 @@ def serve(
     except KeyboardInterrupt:
         click.echo("stopped", err=True)
     except OSError as error:
+        from proxy.errors import ConfigError
+
         raise ConfigError(
             f"cannot listen on {bind_host}:{bind_port}: {error.strerror}",
             hint="choose another --port (with `make demo`: make demo PORT=5544); another PostgreSQL may hold it",
@@ -716,6 +726,7 @@ def budget_grant(
       veil budget grant alice demo 0.5 --delta 1e-6
       veil budget grant bob clinic 2 --renew month      # 2 ε every calendar month
     """
+    from budget.loss import PrivacyLoss
     from proxy.ledger_access import dataset_accountant
 
     config = load_config(config_path)
@@ -755,6 +766,7 @@ def budget_revoke(
       veil budget revoke alice demo --epsilon 0.5
       veil budget revoke alice demo                     # all that is left, ε and δ
     """
+    from budget.loss import PrivacyLoss
     from proxy.ledger_access import dataset_accountant
 
     config = load_config(config_path)
@@ -826,6 +838,7 @@ def budget_cap(
       veil budget cap demo --remove
       veil budget cap                                   # every dataset
     """
+    from budget.loss import PrivacyLoss
     from proxy.ledger_access import accountants, dataset_accountant
 
     config = load_config(config_path)
@@ -924,6 +937,8 @@ PARTITION_COLUMNS = (
 
 def _partition_row(record: dict[str, Any]) -> dict[str, Any]:
     """One partition value for the text table: ``patients.region = 'north'``, or ``= (any other)``."""
+    from budget.partitions import Partition
+
     value = record["value"]
     shown = "(any other value)" if value is None else Partition(record["column"], (value,)).describe()
     return {**record, "partition": shown if value is not None else f"{record['column']} {shown}"}
@@ -1141,6 +1156,7 @@ COLUMN_COLUMNS = (
 
 
 def _print_dataset(dataset: DatasetPolicy) -> None:
+    from proxy.config import POSTGRES
     from proxy.ledger_access import mask_dsn
 
     if dataset.backend == POSTGRES:
@@ -1288,6 +1304,9 @@ def audit(
         entries = entries[-limit:]
     records = [{field: getattr(entry, field) for field in AUDIT_FIELDS} for entry in entries]
     if as_csv:
+        import csv
+        import io
+
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=AUDIT_FIELDS, lineterminator="\n")
         writer.writeheader()
@@ -1352,6 +1371,8 @@ def explain(
     finally:
         backend.close()
     if as_json:
+        import json
+
         click.echo(json.dumps(dataclasses.asdict(explanation), indent=2))
         return
     if explanation.engine_sql is not None:

@@ -9,17 +9,16 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import click
 
-from anonymizers.errors import AnonymizationError
 from budget.errors import BudgetError
-from proxy.config import DatasetPolicy, VeilConfig
-from proxy.errors import ConfigError, ProxyError
+
+if TYPE_CHECKING:  # loaded with the policy, by the command that reads it: not for ``veil --help``
+    from proxy.config import DatasetPolicy, VeilConfig
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -39,6 +38,8 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON i
 
 def declared_dataset(config: VeilConfig, dataset: str) -> DatasetPolicy:
     """The policy of ``dataset``, or an error that lists the datasets there are."""
+    from proxy.errors import ConfigError
+
     policy = config.dataset(dataset)
     if policy is None:
         raise ConfigError(
@@ -52,6 +53,9 @@ def friendly_errors(function: Callable[P, R]) -> Callable[P, R]:
     """Turn Veil's domain errors into one line on stderr (plus a detail and a hint) and exit status 1."""
 
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        from anonymizers.errors import AnonymizationError
+        from proxy.errors import ProxyError
+
         try:
             return function(*args, **kwargs)
         except (ProxyError, BudgetError, AnonymizationError) as error:
@@ -141,6 +145,8 @@ def json_value(value: object) -> object:
 
 
 def echo_json(data: object) -> None:
+    import json  # here: ``veil --help`` prints no JSON
+
     click.echo(json.dumps(data, indent=2, default=json_value, ensure_ascii=False))
 
 
