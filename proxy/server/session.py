@@ -270,7 +270,8 @@ class Session:
 
     async def _send(self, parts: list[bytes | Iterator[bytes]]) -> None:
         """Send a simple query's answer. A COPY's data is an iterator of chunks, encoded as they are
-        sent: the client reads the first rows while the next are being encoded."""
+        sent: the client reads the first rows while the next are being encoded, and other sessions get
+        the event loop between two chunks (a large COPY would otherwise hold it until its last row)."""
         for part in parts:
             if isinstance(part, bytes):
                 self.pending += part
@@ -279,6 +280,7 @@ class Session:
                 self.pending += chunk
                 if len(self.pending) > FLUSH_THRESHOLD:
                     await self._flush()
+                await asyncio.sleep(0)
         await self._flush()
 
     async def _statements(
