@@ -15,9 +15,10 @@ as PostgreSQL 15's ``copyto.c`` does:
 **Speed.** A 100,000-row COPY is 300,000 values; a Python call per value cost ten times PostgreSQL's
 time for the same COPY. Values are taken column by column (a backend fetches them so), each column is
 turned into text with ``map`` over C functions when it holds one common type, and escaped only when a
-search of the whole column finds something to escape. The messages of a chunk of rows are then laid out
-in one NumPy byte array — the 'd', each message's length, the fields, separators and newlines written
-by vectorized scatters, not row by row.
+search of the whole column finds something to escape; a column's fields are joined once, each with its
+terminator (the delimiter, or the newline after the last column). The messages of a chunk of rows are
+then laid out in one NumPy byte array — the 'd' and each message's length written by vectorized
+assignments, each column's bytes by one scatter —, not row by row.
 
 **Streaming.** The rows are encoded ``CHUNK_ROWS`` at a time, each chunk's messages yielded before the
 next is built, so a large COPY reaches the client while the rest is still being encoded and never
@@ -154,14 +155,9 @@ class _Format:
         escape = self._quoted if self.csv else self._escaped
         fields = [null if text is None else escape(text) for text in texts]
         joined = terminator.join(fields) + terminator
-        if joined.isascii():  # one byte per character
-            return np.frombuffer(joined.encode(), np.uint8), np.fromiter(
-                map(len, fields), np.int64, len(fields)
-            ) + 1
-        pieces = list(map(str.encode, fields))
-        return np.frombuffer(joined.encode(), np.uint8), np.fromiter(
-            map(len, pieces), np.int64, len(pieces)
-        ) + 1
+        sized = fields if joined.isascii() else list(map(str.encode, fields))  # ASCII: a byte per character
+        lengths = np.fromiter(map(len, sized), np.int64, len(fields)) + 1
+        return np.frombuffer(joined.encode(), np.uint8), lengths
 
     def _plain(self, present: list[str]) -> bool:
         """Whether no value of the column needs escaping (text) or quoting (CSV)."""
