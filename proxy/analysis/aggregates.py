@@ -415,8 +415,8 @@ def _aggregate_input(argument: exp.Expression, scope: ColumnScope, kind: Aggrega
         raise refuse(f"{kind.value}(*) is not allowed", hint="aggregate a column or an expression of columns")
     if isinstance(argument, exp.Column):
         column = scope.column(argument)
-        if column.type is ColumnType.DATE:
-            return dataclasses.replace(_date_input(column, kind), shown=written(argument))
+        if column.type.is_moment:
+            return dataclasses.replace(_moment_input(column, kind), shown=written(argument))
         source = AggregateInput(
             column.name,
             exp.column(column.name),
@@ -437,8 +437,8 @@ def _aggregate_input(argument: exp.Expression, scope: ColumnScope, kind: Aggrega
     check_predicate(expression, clause="an aggregate")
     if kind.needs_bounds and value_kind(expression, table=scope.table).is_moment:
         raise refuse(
-            f"{kind.value.upper()}({argument.sql(dialect='postgres')}): only a date column itself is "
-            "answered, not a date computed from it",
+            f"{kind.value.upper()}({argument.sql(dialect='postgres')}): only a date or timestamp column "
+            "itself is answered, not a date or timestamp computed from it",
             hint=_DATE_HINT,
         )
     text = expression.sql(dialect="postgres")
@@ -460,10 +460,20 @@ DAY_ZERO = datetime.date(1970, 1, 1)
 """A date column is measured as its day number, the days since this date (``d - DATE '1970-01-01'``,
 an integer on both engines); the released day number is turned back into a date."""
 
+SECOND_ZERO = datetime.datetime(1970, 1, 1)
+"""A timestamp column is measured as its epoch second (``EXTRACT(epoch FROM ts)``: the seconds since
+this instant, read as written — the column has no time zone); the released second is turned back into
+a timestamp. Whole seconds: the noise of a quantile is coarser than a second on any range worth declaring."""
+
 _DATE_HINT = (
-    "a date column answers COUNT, MIN, MAX, MEDIAN and PERCENTILE_CONT/DISC (as dates) once the policy "
-    "declares its lower and upper dates; group by date_trunc or EXTRACT of it"
+    "a date or timestamp column answers COUNT, MIN, MAX, MEDIAN and PERCENTILE_CONT/DISC (as dates or "
+    "timestamps) once the policy declares its lower and upper bounds; group by date_trunc or EXTRACT of it"
 )
+_BOUNDS_EXAMPLES = {
+    ColumnType.DATE: "dates for column {name} in the policy (veil.toml), e.g. lower = 2024-01-01, upper = 2025-12-31",
+    ColumnType.TIMESTAMP: "timestamps for column {name} in the policy (veil.toml), e.g. lower = "
+    "2024-01-01T00:00:00, upper = 2025-12-31T23:59:59",
+}
 
 
 def day_number(day: datetime.date) -> int:
@@ -475,11 +485,38 @@ def day_of(number: float) -> datetime.date:
     return DAY_ZERO + datetime.timedelta(days=round(number))
 
 
-def _date_input(column: ColumnPolicy, kind: AggregateKind) -> AggregateInput:
-    """COUNT(d) reads the date as it is. A quantile (MIN, MAX, MEDIAN, PERCENTILE) reads its day number
-    clamped to the declared bounds' day numbers, so it is answered by the same grid histogram and
-    exponential mechanism as a number, and released as a date (type DATE). Sums of dates mean nothing."""
-    plain = AggregateInput(column.name, exp.column(column.name), ColumnType.DATE)
+def second_number(moment: datetime.datetime) -> int:
+    """The epoch second of a (naive) timestamp, fractions dropped."""
+    return (moment - SECOND_ZERO) // datetime.timedelta(seconds=1)
+
+
+def second_of(number: float) -> datetime.datetime:
+    """The timestamp of an epoch second (chosen in release/apply.py: post-processing)."""
+    return SECOND_ZERO + datetime.timedelta(seconds=round(number))
+
+
+def _moment_number(column: ColumnPolicy) -> tuple[exp.Expression, float, float]:
+    """A date's day number (``d - DATE '1970-01-01'``, an integer on both engines) or a timestamp's epoch
+    second (``EXTRACT(epoch FROM ts)``, NUMERIC on PostgreSQL, DOUBLE on DuckDB, ±infinity or NULL for an
+    infinite timestamp — never an error), and the declared bounds in that unit."""
+    assert isinstance(column.lower, datetime.date) and isinstance(column.upper, datetime.date)
+    if column.type is ColumnType.TIMESTAMP:
+        assert isinstance(column.lower, datetime.datetime) and isinstance(column.upper, datetime.datetime)
+        seconds = exp.Extract(this=exp.var("epoch"), expression=exp.column(column.name))
+        return seconds, float(second_number(column.lower)), float(second_number(column.upper))
+    days = exp.Sub(
+        this=exp.column(column.name),
+        expression=exp.cast(exp.Literal.string(DAY_ZERO.isoformat()), exp.DataType.build("date")),
+    )
+    return days, float(day_number(column.lower)), float(day_number(column.upper))
+
+
+def _moment_input(column: ColumnPolicy, kind: AggregateKind) -> AggregateInput:
+    """COUNT(d) reads the date or timestamp as it is. A quantile (MIN, MAX, MEDIAN, PERCENTILE) reads
+    its day number (a date) or epoch second (a timestamp) clamped to the declared bounds' numbers, so it
+    is answered by the same grid histogram and exponential mechanism as a number, and released in the
+    column's type (DATE or TIMESTAMP). Sums of moments mean nothing."""
+    plain = AggregateInput(column.name, exp.column(column.name), column.type)
     if not kind.needs_bounds:
         return plain
     if kind is not AggregateKind.QUANTILE:
@@ -487,16 +524,11 @@ def _date_input(column: ColumnPolicy, kind: AggregateKind) -> AggregateInput:
     if not isinstance(column.lower, datetime.date) or not isinstance(column.upper, datetime.date):
         raise refuse(
             f'{kind.value.upper()}("{column.name}") needs declared bounds',
-            hint=f"declare lower and upper dates for column {column.name} in the policy (veil.toml), "
-            "e.g. lower = 2024-01-01, upper = 2025-12-31",
+            hint="declare lower and upper " + _BOUNDS_EXAMPLES[column.type].format(name=column.name),
         )
-    days = exp.Sub(
-        this=exp.column(column.name),
-        expression=exp.cast(exp.Literal.string(DAY_ZERO.isoformat()), exp.DataType.build("date")),
-    )
-    lower, upper = float(day_number(column.lower)), float(day_number(column.upper))
-    name = input_name(days.sql(dialect="postgres"), lower, upper)
-    return AggregateInput(name, days, ColumnType.DATE, lower, upper, shown=column.name)
+    number, lower, upper = _moment_number(column)
+    name = input_name(number.sql(dialect="postgres"), lower, upper)
+    return AggregateInput(name, number, column.type, lower, upper, shown=column.name)
 
 
 def _veil_clamp(node: exp.Expression) -> tuple[exp.Expression, float, float] | None:

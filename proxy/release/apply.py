@@ -23,7 +23,7 @@ from mechanisms.laplace import discrete_laplace_mechanism, laplace_mechanism
 from mechanisms.mode import dp_mode_from_histogram
 from mechanisms.quantile import dp_quantile_from_histogram
 from mechanisms.random_source import RandomSource
-from proxy.analysis.aggregates import Aggregate, AggregateKind, day_of
+from proxy.analysis.aggregates import Aggregate, AggregateKind, day_of, second_of
 from proxy.analysis.quantities import THRESHOLD_QUANTITY, Quantity, pair_statistics, quantities_for
 from proxy.analysis.shape import aggregate_column, key_column
 from proxy.config import ColumnType
@@ -229,11 +229,19 @@ def _date_at_rank(point: float, lower: float, upper: float) -> datetime.date:
     return day_of(_integer_at_rank(point, lower, upper))
 
 
+def _timestamp_at_rank(point: float, lower: float, upper: float) -> datetime.datetime:
+    """A timestamp column's quantile is a timestamp in whole seconds: its epoch second taken as for an
+    integer column (same rank, since the second at or above a grid point has that point's rank on data
+    in whole seconds; a fraction of a second below it ranks with it), as a timestamp."""
+    return second_of(_integer_at_rank(point, lower, upper))
+
+
 # How a chosen grid point is given in its column's type, and that type (``_aggregate_type``). Real
 # columns keep the grid point.
 _SELECTED_AS: dict[ColumnType, Callable[[float, float, float], Any]] = {
     ColumnType.INTEGER: _integer_at_rank,
     ColumnType.DATE: _date_at_rank,
+    ColumnType.TIMESTAMP: _timestamp_at_rank,
 }
 
 

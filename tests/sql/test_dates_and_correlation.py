@@ -386,7 +386,7 @@ REFUSALS = {
     "sum-of-a-date": (
         "SELECT SUM(day) FROM events",
         'SUM("day") needs a numeric column',
-        "a date column answers",
+        "a date or timestamp column answers",
     ),
     "avg-of-a-date": ("SELECT AVG(day) FROM events", 'AVG("day") needs a numeric column', "MIN, MAX, MEDIAN"),
     "quantile-of-an-unbounded-date": (
@@ -396,8 +396,8 @@ REFUSALS = {
     ),
     "quantile-of-a-date-expression": (
         "SELECT MIN(day + 1) FROM events",
-        "QUANTILE(day + 1): only a date column itself is answered",
-        "a date column answers",
+        "QUANTILE(day + 1): only a date or timestamp column itself is answered",
+        "a date or timestamp column answers",
     ),
     "keys-of-an-unbounded-date": (
         "SELECT date_trunc('month', undated), COUNT(*) FROM events GROUP BY 1",
@@ -413,7 +413,7 @@ REFUSALS = {
     "corr-of-a-date": (
         "SELECT CORR(y, day) FROM events",
         'CORR("day") needs a numeric column',
-        "a date column",
+        "a date or timestamp column",
     ),
     "covar-of-an-unbounded-expression": (
         "SELECT COVAR_POP(y, pid * 2) FROM events",

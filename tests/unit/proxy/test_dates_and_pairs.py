@@ -252,7 +252,10 @@ def test_each_aggregate_measures_only_the_sums_it_needs(aggregate: str, statisti
         ),
         ("SELECT SUM(day) FROM m", 'SUM("day") needs a numeric column'),
         ("SELECT MEDIAN(undated) FROM m", 'QUANTILE("undated") needs declared bounds'),
-        ("SELECT MAX(day + 1) FROM m", "QUANTILE(day + 1): only a date column itself is answered"),
+        (
+            "SELECT MAX(day + 1) FROM m",
+            "QUANTILE(day + 1): only a date or timestamp column itself is answered",
+        ),
     ],
 )
 def test_refusals_name_the_argument_and_the_fix(sql: str, message: str) -> None:
