@@ -146,6 +146,8 @@ def _typed(value: Any, type_: ColumnType) -> Any:
         return value.date()  # PostgreSQL's date_trunc of a date is a timestamp
     if type_ is ColumnType.TIMESTAMP and not isinstance(value, datetime.datetime):
         return datetime.datetime.combine(value, datetime.time())  # a type error for anything but a date
+    if type_ is ColumnType.TIMESTAMP and value.tzinfo is not None:  # an engine's timestamptz: read in UTC
+        return value.astimezone(datetime.UTC).replace(tzinfo=None)
     return value
 
 

@@ -434,3 +434,35 @@ def test_a_psycopg_client_receives_timestamps_as_datetimes(
             "SELECT data_type FROM information_schema.columns WHERE table_name = 'events' AND column_name = 'ts'"
         ).fetchone() or (None,)
         assert data_type == "timestamp without time zone"
+
+
+@pytest.mark.postgres
+def test_a_postgresql_timestamptz_column_is_read_in_utc(postgres_dsn: str, ledger: Ledger) -> None:
+    """A column stored as ``timestamptz`` and declared ``timestamp`` is read in UTC, whatever the session's
+    TimeZone would have been (New York, from the connection string): 23:30 at -05 is 04:30 the next day
+    in UTC, so every row falls in February."""
+    new_york = psycopg.conninfo.make_conninfo(postgres_dsn, options="-c TimeZone=America/New_York")
+    with schema_in(postgres_dsn) as schema:
+        with psycopg.connect(postgres_dsn, autocommit=True) as connection:
+            connection.execute(f"SET search_path TO {schema}")
+            connection.execute(
+                "CREATE TABLE events AS SELECT i AS pid, TIMESTAMPTZ '2024-01-31 23:30:00-05' AS ts,"
+                " NULL::timestamp AS unbounded, 'north'::text AS region FROM generate_series(1, 400) AS t(i)"
+            )
+        location = 'backend = "postgres"\n' + tomli_w.dumps({"dsn": new_york, "schema": schema})
+        text = POLICY.replace('path = "events.duckdb"\n', location)
+        dataset = parse_config(text, path=Path("/nonexistent/veil.toml")).dataset("demo")
+        assert dataset is not None and dataset.dsn is not None
+        backend, sandbox = PostgresBackend(dataset.dsn, schema=schema, pool_size=1), DuckDBBackend.sandbox()
+        service = QueryService(dataset, backend=backend, sandbox=sandbox, ledger=ledger, rng=random.Random(3))
+        try:
+            outcome = run(service, "SELECT date_trunc('month', ts) AS month, COUNT(*) FROM events GROUP BY 1")
+        finally:
+            backend.close()
+            sandbox.close()
+    assert outcome.table is not None
+    counts = dict(outcome.table.rows)
+    assert (
+        abs(counts[datetime.datetime(2024, 2, 1)] - 400) <= 2
+        and abs(counts[datetime.datetime(2024, 1, 1)]) <= 2
+    )
