@@ -67,17 +67,23 @@ class ColumnType(StrEnum):
     REAL = "real"
     TEXT = "text"
     DATE = "date"
+    TIMESTAMP = "timestamp"  # without time zone, whole seconds are what a quantile resolves (docs/policy.md)
     BOOLEAN = "boolean"
 
     @property
     def is_numeric(self) -> bool:
         return self in (ColumnType.INTEGER, ColumnType.REAL)
 
+    @property
+    def is_moment(self) -> bool:
+        """A date or a timestamp: bounded by a public range of moments, answered by quantiles."""
+        return self in (ColumnType.DATE, ColumnType.TIMESTAMP)
+
 
 @dataclass(frozen=True)
 class ColumnPolicy:
-    """One column: its type, public clamping bounds (numbers, or dates on a date column) and, if
-    public, its value domain."""
+    """One column: its type, public clamping bounds (numbers, dates on a date column, timestamps on a
+    timestamp column) and, if public, its value domain."""
 
     name: str
     type: ColumnType
@@ -442,26 +448,54 @@ def _folded(text: str) -> str:
 
 def _bounds(reader: _Reader, column_type: ColumnType) -> tuple[Any, Any]:
     """``lower``/``upper``: numbers on integer and real columns, dates (``lower = 2024-01-01``) on date
-    columns — the public range their values are clamped to, and for dates also the days a GROUP BY
-    key of the column ranges over."""
+    columns, timestamps on timestamp columns — the public range their values are clamped to, and for
+    dates and timestamps also the days a GROUP BY key of the column ranges over."""
     if column_type is ColumnType.DATE:
         lower, upper = reader.get("lower", datetime.date), reader.get("upper", datetime.date)
         for key, value in (("lower", lower), ("upper", upper)):
             if isinstance(value, datetime.datetime):
                 raise reader.fail(key, "a date column's bounds are dates without a time, e.g. 2024-01-01")
+    elif column_type is ColumnType.TIMESTAMP:
+        lower, upper = (_timestamp_bound(reader, key) for key in ("lower", "upper"))
     else:
         lower, upper = reader.get("lower", (int, float)), reader.get("upper", (int, float))
     if (lower is None) != (upper is None):
         raise reader.fail("lower" if lower is None else "upper", "give both lower and upper, or neither")
     if lower is None:
         return None, None
-    if not (column_type.is_numeric or column_type is ColumnType.DATE):
-        raise reader.fail("lower", "bounds are only allowed on integer, real and date columns")
+    if not (column_type.is_numeric or column_type.is_moment):
+        raise reader.fail("lower", "bounds are only allowed on integer, real, date and timestamp columns")
     if column_type.is_numeric and not (math.isfinite(lower) and math.isfinite(upper)):
         raise reader.fail("lower", "bounds must be finite numbers")
     if lower >= upper:
         raise reader.fail("upper", "upper must be greater than lower")
     return lower, upper
+
+
+def _timestamp_bound(reader: _Reader, key: str) -> datetime.datetime | None:
+    """A timestamp column's bound: a TOML local date-time (``2024-01-01T00:00:00``), an ISO string
+    (``"2024-01-01 00:00:00"``) or a date (its midnight), without a time zone — the column is a
+    timestamp without time zone, compared as written. Fractions of a second are dropped: quantiles are
+    answered in whole seconds."""
+    value = reader.data.get(key)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, datetime.date | str)):
+        raise reader.fail(key, f"must be a timestamp such as 2024-01-01T00:00:00, got {value!r}")
+    if isinstance(value, str):
+        try:
+            value = datetime.datetime.fromisoformat(value)
+        except ValueError:
+            raise reader.fail(key, f"{value!r} is not a timestamp such as 2024-01-01T00:00:00") from None
+    if value is None:
+        return None
+    if not isinstance(value, datetime.datetime):
+        value = datetime.datetime.combine(value, datetime.time())
+    if value.tzinfo is not None:
+        raise reader.fail(
+            key,
+            "a timestamp column is a timestamp without time zone; give its bound without an offset, in UTC"
+            " (e.g. 2024-01-01T00:00:00)",
+        )
+    return value.replace(microsecond=0)
 
 
 MAX_RANGE_VALUES = 10_000
@@ -491,6 +525,7 @@ _VALUE_TYPES: dict[ColumnType, tuple[type, ...]] = {
     ColumnType.REAL: (int, float),
     ColumnType.TEXT: (str,),
     ColumnType.DATE: (datetime.date,),
+    ColumnType.TIMESTAMP: (datetime.datetime,),
     ColumnType.BOOLEAN: (bool,),
 }
 
@@ -499,8 +534,10 @@ def _check_value_types(reader: _Reader, column_type: ColumnType, values: list[An
     """A public value of the wrong type could never match a row, so its group would always be empty."""
     allowed = _VALUE_TYPES[column_type]
     for value in values:
-        wrong_subtype = (isinstance(value, bool) and bool not in allowed) or (
-            isinstance(value, datetime.datetime) and column_type is ColumnType.DATE
+        wrong_subtype = (
+            (isinstance(value, bool) and bool not in allowed)
+            or (isinstance(value, datetime.datetime) and column_type is ColumnType.DATE)
+            or (isinstance(value, datetime.datetime) and value.tzinfo is not None)  # timestamps are naive
         )
         if not isinstance(value, allowed) or wrong_subtype:
             raise reader.fail("values", f"{value!r} is not a {column_type.value} value")

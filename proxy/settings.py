@@ -158,8 +158,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "veil.round",
         "auto",
-        "How noisy sums, averages, variances and quantiles are rounded: auto (to one digit below the "
-        "noise's order of magnitude), off, or a number of decimal digits as in ROUND(x, n).",
+        "How noisy sums, averages, variances, quantiles, correlations and regressions are rounded: auto (to "
+        "one digit below the noise's order of magnitude), off, or a number of decimal digits as in ROUND(x, n).",
         _round,
     ),
     Setting(

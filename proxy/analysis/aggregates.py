@@ -16,6 +16,7 @@ from sqlglot import exp
 
 from proxy.analysis.checks import check_predicate
 from proxy.analysis.derived import ValueBound
+from proxy.analysis.filter_clauses import FILTERED
 from proxy.analysis.intervals import interval, is_integer
 from proxy.analysis.refusals import refuse
 from proxy.analysis.value_kinds import value_kind
@@ -130,6 +131,9 @@ class AggregateInput:
     # As the analyst wrote it (``v.cost``, ``price * qty``), for notices and ``veil explain`` (default: name);
     # not part of what is measured, so two spellings of one input are one quantity and one stored answer
     shown: str | None = dataclasses.field(default=None, compare=False, repr=False)
+    # The condition of the aggregate's FILTER (WHERE …) clause as written, when the input came from one
+    # (analysis/filter_clauses.py): naming only, like ``shown``
+    condition: str | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def has_bounds(self) -> bool:
@@ -139,6 +143,13 @@ class AggregateInput:
     def text(self) -> str:
         """How plans, ``veil explain`` and notices name the input."""
         return self.shown or self.name
+
+    def called(self, function: str, *, argument: str | None = None) -> str:
+        """``sum(cost)``, or ``sum(cost) FILTER (WHERE n > 3)`` for an input read under a FILTER clause:
+        ``function`` is everything up to the input (``sum(``, ``percentile_cont(0.9) WITHIN GROUP (ORDER
+        BY ``), the closing parenthesis is added; ``argument`` replaces the input's text (``cost ^ 2``)."""
+        called = f"{function}{self.text if argument is None else argument})"
+        return f"{called} FILTER (WHERE {self.condition})" if self.condition else called
 
 
 def input_name(text: str, lower: float | None, upper: float | None) -> str:
@@ -201,7 +212,9 @@ class Aggregate:
     @property
     def label(self) -> str:
         if self.pair is not None:
-            return f"{self.kind.value}({self.pair.label})"
+            condition = self.pair.y.condition or self.pair.x.condition
+            label = f"{self.kind.value}({self.pair.label})"
+            return f"{label} FILTER (WHERE {condition})" if condition else label
         if self.kind in (AggregateKind.QUANTILE, AggregateKind.MODE):
             return selection_label(self.kind.value, self.column, self.q)
         if self.kind is AggregateKind.COUNT_ROWS:
@@ -209,7 +222,7 @@ class Aggregate:
         if self.kind is AggregateKind.COUNT_UNITS:
             return f"count(DISTINCT {self.unit or 'unit'})"
         assert self.column is not None
-        return f"{self.kind.value}({self.column.text})"
+        return self.column.called(f"{self.kind.value}(")
 
 
 def selection_label(kind: str, column: AggregateInput | None, q: Fraction | None) -> str:
@@ -218,11 +231,11 @@ def selection_label(kind: str, column: AggregateInput | None, q: Fraction | None
     writes it, with the column as the analyst wrote it."""
     assert column is not None
     if kind == "mode":
-        return f"mode({column.text})"
+        return column.called("mode(")
     names = {Fraction(0): "min", Fraction(1): "max", Fraction(1, 2): "median"}
     if q in names:
-        return f"{names[q]}({column.text})"
-    return f"percentile_cont({float(q or 0):g}) WITHIN GROUP (ORDER BY {column.text})"
+        return column.called(f"{names[q]}(")
+    return column.called(f"percentile_cont({float(q or 0):g}) WITHIN GROUP (ORDER BY ")
 
 
 _QUANTILES: dict[type[exp.Expression], Fraction] = {
@@ -313,7 +326,7 @@ def _paired(node: exp.Expression, scope: ColumnScope) -> Aggregate | None:
     if kind is None:
         return None
     arguments = [node.this, node.expression]
-    written = [argument.sql(dialect="postgres", normalize_functions="lower") for argument in arguments]
+    written = [_as_written(argument)[0] for argument in arguments]
     y, x = (
         dataclasses.replace(_aggregate_input(argument, scope, kind), shown=text)  # v.cost, not v__cost
         for argument, text in zip(arguments, written, strict=True)
@@ -349,6 +362,7 @@ def _masked(source: AggregateInput, *, by: AggregateInput) -> AggregateInput:
         source.lower,
         source.upper,
         shown=shown,
+        condition=source.condition or by.condition,
     )
 
 
@@ -369,8 +383,15 @@ def _product(first: AggregateInput, second: AggregateInput) -> AggregateInput:
     lower, upper = min(corners), max(corners)
     text = expression.sql(dialect="postgres")
     shown = f"{_operand(first.text)} * {_operand(second.text)}"
+    condition = first.condition or second.condition
     return AggregateInput(
-        input_name(text, lower, upper), expression, ColumnType.REAL, lower, upper, shown=shown
+        input_name(text, lower, upper),
+        expression,
+        ColumnType.REAL,
+        lower,
+        upper,
+        shown=shown,
+        condition=condition,
     )
 
 
@@ -415,8 +436,8 @@ def _aggregate_input(argument: exp.Expression, scope: ColumnScope, kind: Aggrega
         raise refuse(f"{kind.value}(*) is not allowed", hint="aggregate a column or an expression of columns")
     if isinstance(argument, exp.Column):
         column = scope.column(argument)
-        if column.type is ColumnType.DATE:
-            return dataclasses.replace(_date_input(column, kind), shown=written(argument))
+        if column.type.is_moment:
+            return dataclasses.replace(_moment_input(column, kind), shown=written(argument))
         source = AggregateInput(
             column.name,
             exp.column(column.name),
@@ -437,8 +458,8 @@ def _aggregate_input(argument: exp.Expression, scope: ColumnScope, kind: Aggrega
     check_predicate(expression, clause="an aggregate")
     if kind.needs_bounds and value_kind(expression, table=scope.table).is_moment:
         raise refuse(
-            f"{kind.value.upper()}({argument.sql(dialect='postgres')}): only a date column itself is "
-            "answered, not a date computed from it",
+            f"{kind.value.upper()}({argument.sql(dialect='postgres')}): only a date or timestamp column "
+            "itself is answered, not a date or timestamp computed from it",
             hint=_DATE_HINT,
         )
     text = expression.sql(dialect="postgres")
@@ -446,8 +467,10 @@ def _aggregate_input(argument: exp.Expression, scope: ColumnScope, kind: Aggrega
     low, high = clamp[1:] if clamp else interval(expression, table=scope.table)
     finite = math.isfinite(low) and math.isfinite(high) and low < high
     lower, upper = (low, high) if finite else (None, None)
-    shown = argument.sql(dialect="postgres", normalize_functions="lower")  # as written, veil_clamp too
-    source = AggregateInput(input_name(text, lower, upper), expression, numeric, lower, upper, shown=shown)
+    shown, condition = _as_written(argument)  # veil_clamp too; a FILTER clause as a FILTER clause
+    source = AggregateInput(
+        input_name(text, lower, upper), expression, numeric, lower, upper, shown=shown, condition=condition
+    )
     if kind.needs_bounds and not finite:
         raise refuse(
             f"{kind.value.upper()}({text}): the range of the expression cannot be derived from the policy",
@@ -460,10 +483,20 @@ DAY_ZERO = datetime.date(1970, 1, 1)
 """A date column is measured as its day number, the days since this date (``d - DATE '1970-01-01'``,
 an integer on both engines); the released day number is turned back into a date."""
 
+SECOND_ZERO = datetime.datetime(1970, 1, 1)
+"""A timestamp column is measured as its epoch second (``EXTRACT(epoch FROM ts)``: the seconds since
+this instant, read as written — the column has no time zone); the released second is turned back into
+a timestamp. Whole seconds: the noise of a quantile is coarser than a second on any range worth declaring."""
+
 _DATE_HINT = (
-    "a date column answers COUNT, MIN, MAX, MEDIAN and PERCENTILE_CONT/DISC (as dates) once the policy "
-    "declares its lower and upper dates; group by date_trunc or EXTRACT of it"
+    "a date or timestamp column answers COUNT, MIN, MAX, MEDIAN and PERCENTILE_CONT/DISC (as dates or "
+    "timestamps) once the policy declares its lower and upper bounds; group by date_trunc or EXTRACT of it"
 )
+_BOUNDS_EXAMPLES = {
+    ColumnType.DATE: "dates for column {name} in the policy (veil.toml), e.g. lower = 2024-01-01, upper = 2025-12-31",
+    ColumnType.TIMESTAMP: "timestamps for column {name} in the policy (veil.toml), e.g. lower = "
+    "2024-01-01T00:00:00, upper = 2025-12-31T23:59:59",
+}
 
 
 def day_number(day: datetime.date) -> int:
@@ -475,11 +508,38 @@ def day_of(number: float) -> datetime.date:
     return DAY_ZERO + datetime.timedelta(days=round(number))
 
 
-def _date_input(column: ColumnPolicy, kind: AggregateKind) -> AggregateInput:
-    """COUNT(d) reads the date as it is. A quantile (MIN, MAX, MEDIAN, PERCENTILE) reads its day number
-    clamped to the declared bounds' day numbers, so it is answered by the same grid histogram and
-    exponential mechanism as a number, and released as a date (type DATE). Sums of dates mean nothing."""
-    plain = AggregateInput(column.name, exp.column(column.name), ColumnType.DATE)
+def second_number(moment: datetime.datetime) -> int:
+    """The epoch second of a (naive) timestamp, fractions dropped."""
+    return (moment - SECOND_ZERO) // datetime.timedelta(seconds=1)
+
+
+def second_of(number: float) -> datetime.datetime:
+    """The timestamp of an epoch second (chosen in release/apply.py: post-processing)."""
+    return SECOND_ZERO + datetime.timedelta(seconds=round(number))
+
+
+def _moment_number(column: ColumnPolicy) -> tuple[exp.Expression, float, float]:
+    """A date's day number (``d - DATE '1970-01-01'``, an integer on both engines) or a timestamp's epoch
+    second (``EXTRACT(epoch FROM ts)``, NUMERIC on PostgreSQL, DOUBLE on DuckDB, ±infinity or NULL for an
+    infinite timestamp — never an error), and the declared bounds in that unit."""
+    assert isinstance(column.lower, datetime.date) and isinstance(column.upper, datetime.date)
+    if column.type is ColumnType.TIMESTAMP:
+        assert isinstance(column.lower, datetime.datetime) and isinstance(column.upper, datetime.datetime)
+        seconds = exp.Extract(this=exp.var("epoch"), expression=exp.column(column.name))
+        return seconds, float(second_number(column.lower)), float(second_number(column.upper))
+    days = exp.Sub(
+        this=exp.column(column.name),
+        expression=exp.cast(exp.Literal.string(DAY_ZERO.isoformat()), exp.DataType.build("date")),
+    )
+    return days, float(day_number(column.lower)), float(day_number(column.upper))
+
+
+def _moment_input(column: ColumnPolicy, kind: AggregateKind) -> AggregateInput:
+    """COUNT(d) reads the date or timestamp as it is. A quantile (MIN, MAX, MEDIAN, PERCENTILE) reads
+    its day number (a date) or epoch second (a timestamp) clamped to the declared bounds' numbers, so it
+    is answered by the same grid histogram and exponential mechanism as a number, and released in the
+    column's type (DATE or TIMESTAMP). Sums of moments mean nothing."""
+    plain = AggregateInput(column.name, exp.column(column.name), column.type)
     if not kind.needs_bounds:
         return plain
     if kind is not AggregateKind.QUANTILE:
@@ -487,16 +547,11 @@ def _date_input(column: ColumnPolicy, kind: AggregateKind) -> AggregateInput:
     if not isinstance(column.lower, datetime.date) or not isinstance(column.upper, datetime.date):
         raise refuse(
             f'{kind.value.upper()}("{column.name}") needs declared bounds',
-            hint=f"declare lower and upper dates for column {column.name} in the policy (veil.toml), "
-            "e.g. lower = 2024-01-01, upper = 2025-12-31",
+            hint="declare lower and upper " + _BOUNDS_EXAMPLES[column.type].format(name=column.name),
         )
-    days = exp.Sub(
-        this=exp.column(column.name),
-        expression=exp.cast(exp.Literal.string(DAY_ZERO.isoformat()), exp.DataType.build("date")),
-    )
-    lower, upper = float(day_number(column.lower)), float(day_number(column.upper))
-    name = input_name(days.sql(dialect="postgres"), lower, upper)
-    return AggregateInput(name, days, ColumnType.DATE, lower, upper, shown=column.name)
+    number, lower, upper = _moment_number(column)
+    name = input_name(number.sql(dialect="postgres"), lower, upper)
+    return AggregateInput(name, number, column.type, lower, upper, shown=column.name)
 
 
 def _veil_clamp(node: exp.Expression) -> tuple[exp.Expression, float, float] | None:
@@ -539,6 +594,13 @@ def _distinct_count(node: exp.Expression, distinct: exp.Distinct, scope: ColumnS
         "DISTINCT aggregates are only supported as COUNT(DISTINCT <privacy unit>)",
         hint=f"count people with COUNT(DISTINCT {unit})" if unit else "each row is one person: use COUNT(*)",
     )
+
+
+def _as_written(argument: exp.Expression) -> tuple[str, str | None]:
+    """An aggregate's argument as written, and its FILTER condition: a CASE that analysis/filter_clauses.py
+    made from ``agg(x) FILTER (WHERE c)`` is shown as ``x`` under condition ``c``."""
+    filtered = argument.meta.get(FILTERED)
+    return (filtered[0], filtered[1]) if filtered else (written(argument), None)
 
 
 def written(node: exp.Expression) -> str:

@@ -6,6 +6,10 @@ condition is an ordinary part of the aggregate's argument: checked against the a
 error-free like any expression on private values (analysis/checks.py, rewrite/safe_predicates.py), and
 bounded by interval analysis (a CASE without ELSE has its THEN's range; analysis/intervals.py).
 
+Each CASE made here remembers, in its ``meta[FILTERED]``, the aggregate's argument and condition as the
+analyst wrote them (``*`` and ``cost IS NULL``), so that NOTICEs and ``veil explain`` name the aggregate
+as written — ``count(*) FILTER (WHERE cost IS NULL)`` — not by this rewrite (analysis/aggregates.py).
+
 >>> filters_as_case(sqlglot.parse_one("SELECT COUNT(*) FILTER (WHERE cost IS NULL) FROM visits")).sql()
 'SELECT COUNT(CASE WHEN cost IS NULL THEN 1 END) FROM visits'
 """
@@ -13,6 +17,9 @@ bounded by interval analysis (a CASE without ELSE has its THEN's range; analysis
 from __future__ import annotations
 
 from sqlglot import exp
+
+FILTERED = "veil_filter"
+"""The meta key of a CASE made from a FILTER clause: (the argument, the condition), as written."""
 
 
 def filters_as_case(tree: exp.Expression) -> exp.Expression:
@@ -39,7 +46,7 @@ def _conditional(aggregate: exp.Expression, condition: exp.Expression) -> exp.Ex
         return aggregate
     argument = aggregate.this
     if isinstance(aggregate, exp.Count) and isinstance(argument, exp.Star):
-        aggregate.set("this", _case(condition, exp.Literal.number(1)))
+        aggregate.set("this", _case(condition, exp.Literal.number(1), shown="*"))
     elif isinstance(argument, exp.Distinct):
         argument.set("expressions", [_case(condition, part) for part in argument.expressions])
     elif argument is not None:
@@ -47,5 +54,11 @@ def _conditional(aggregate: exp.Expression, condition: exp.Expression) -> exp.Ex
     return aggregate
 
 
-def _case(condition: exp.Expression, value: exp.Expression) -> exp.Case:
-    return exp.Case(ifs=[exp.If(this=condition.copy(), true=value)])
+def _case(condition: exp.Expression, value: exp.Expression, *, shown: str | None = None) -> exp.Case:
+    case = exp.Case(ifs=[exp.If(this=condition.copy(), true=value)])
+    case.meta[FILTERED] = (shown or _written(value), _written(condition))
+    return case
+
+
+def _written(node: exp.Expression) -> str:
+    return node.sql(dialect="postgres", normalize_functions="lower")

@@ -3,7 +3,7 @@ any value exists, because keys from the data (τ-thresholding) are typed in the 
 that the client reads, and values from either engine are converted to it.
 
 ``EXTRACT(year FROM d)`` is an integer (not a date, the column's type); ``date_trunc('month', d)``
-a date; arithmetic on numbers a number; anything else text unless it is plainly a column, a cast
+a date, of a timestamp a timestamp; arithmetic on numbers a number; anything else text unless it is plainly a column, a cast
 or a comparison.
 """
 
@@ -21,6 +21,7 @@ _CAST_TYPES = (
     (exp.DataType.INTEGER_TYPES, ColumnType.INTEGER),
     (exp.DataType.REAL_TYPES | {exp.DataType.Type.DECIMAL}, ColumnType.REAL),
     ({exp.DataType.Type.DATE}, ColumnType.DATE),
+    ({exp.DataType.Type.TIMESTAMP}, ColumnType.TIMESTAMP),
     ({exp.DataType.Type.BOOLEAN}, ColumnType.BOOLEAN),
 )
 
@@ -35,8 +36,9 @@ def expression_type(node: exp.Expression, table: TablePolicy) -> ColumnType:
         return ColumnType.INTEGER
     if isinstance(node, exp.Extract):
         return ColumnType.REAL if node.this.name.upper() in _FRACTIONAL_UNITS else ColumnType.INTEGER
-    if isinstance(node, exp.TimestampTrunc | exp.DateTrunc):
-        return ColumnType.DATE
+    if isinstance(node, exp.TimestampTrunc | exp.DateTrunc):  # of a date: a date; of a timestamp: one
+        truncated = value_kind(node.this, table=table)
+        return ColumnType.TIMESTAMP if truncated is Kind.TIMESTAMP else ColumnType.DATE
     if isinstance(node, exp.Cast | exp.TryCast):
         return next((type_ for kinds, type_ in _CAST_TYPES if node.to.this in kinds), ColumnType.TEXT)
     if isinstance(node, exp.Predicate | exp.Not | exp.Connector):
@@ -51,7 +53,9 @@ def expression_type(node: exp.Expression, table: TablePolicy) -> ColumnType:
     kind = value_kind(node, table=table)
     if kind is Kind.DATE:
         return ColumnType.DATE  # born + 30: a date, not the number arithmetic would suggest
-    if kind in (Kind.TIMESTAMP, Kind.INTERVAL):
+    if kind is Kind.TIMESTAMP:
+        return ColumnType.TIMESTAMP
+    if kind is Kind.INTERVAL:
         return ColumnType.TEXT
     if isinstance(node, _NUMERIC_FUNCTIONS):
         return ColumnType.REAL

@@ -56,6 +56,7 @@ _COLUMN_TYPE_NAMES: Final[Mapping[ColumnType, str]] = MappingProxyType(
         ColumnType.REAL: "float8",
         ColumnType.TEXT: "text",
         ColumnType.DATE: "date",
+        ColumnType.TIMESTAMP: "timestamp",
         ColumnType.BOOLEAN: "bool",
     }
 )

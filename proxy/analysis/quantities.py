@@ -62,8 +62,9 @@ class Quantity:
         assert self.column is not None
         text = self.column.text
         if self.kind is QuantityKind.SUM_SQUARES:
-            return f"sum({text} ^ 2)" if re.fullmatch(r"[\w.]+", text) else f"sum(({text}) ^ 2)"
-        return f"{'count' if self.kind is QuantityKind.NON_NULL else 'sum'}({text})"
+            base = text if re.fullmatch(r"[\w.]+", text) else f"({text})"
+            return self.column.called("sum(", argument=f"{base} ^ 2")
+        return self.column.called(f"{'count' if self.kind is QuantityKind.NON_NULL else 'sum'}(")
 
     @property
     def histogram(self) -> str:

@@ -26,6 +26,7 @@ from proxy.analysis.derived import DerivedSource, ValueBound
 from proxy.analysis.filter_clauses import filters_as_case
 from proxy.analysis.key_types import expression_type
 from proxy.analysis.lookup_join import lookup_join
+from proxy.analysis.moment_domains import MAX_DAYS, by_whole_days, moment_days
 from proxy.analysis.output_names import output_name
 from proxy.analysis.partitions import PartitionPin, partition_pin
 from proxy.analysis.per_person import per_person_table
@@ -71,7 +72,7 @@ class GroupKey:
         return GroupKey(self.expression, self.source, values, type_, self.thresholded, self.lookup)
 
 
-MAX_DERIVED_DOMAIN = 100_000  # integers evaluated to derive an expression's public key domain
+MAX_DERIVED_DOMAIN = MAX_DAYS  # integers (or days) evaluated to derive an expression's public key domain
 
 
 @dataclass(frozen=True)
@@ -380,6 +381,8 @@ class _Scope:
             )
         column = self.column(exp.column(columns.pop()))
         derivable = column.public or _small_integer_range(column) or bool(date_range(column))
+        if column.type is ColumnType.TIMESTAMP and not column.public:
+            derivable = bool(moment_days(column)) and by_whole_days(expression, column.name)
         return GroupKey(
             expression,
             column,
@@ -406,16 +409,10 @@ def _small_integer_range(column: ColumnPolicy) -> bool:
 
 def date_range(column: ColumnPolicy) -> tuple[datetime.date, ...]:
     """Every day between a date column's declared bounds — its public key domain, from which
-    ``date_trunc('month', d)`` or ``EXTRACT(year FROM d)`` take theirs; () without bounds or when the
-    range is longer than MAX_DERIVED_DOMAIN days."""
-    lower, upper = column.lower, column.upper
-    if column.type is not ColumnType.DATE or not isinstance(lower, datetime.date):
-        return ()
-    assert isinstance(upper, datetime.date)
-    days = (upper - lower).days
-    if days > MAX_DERIVED_DOMAIN:
-        return ()
-    return tuple(lower + datetime.timedelta(days=day) for day in range(days + 1))
+    ``date_trunc('month', d)`` or ``EXTRACT(year FROM d)`` take theirs; () without bounds, when the
+    range is longer than MAX_DERIVED_DOMAIN days, or for a timestamp column, whose own values (every
+    second) have no public domain (analysis/moment_domains.py)."""
+    return moment_days(column) if column.type is ColumnType.DATE else ()
 
 
 def _resolve_reference(item: exp.Expression, select: exp.Select) -> exp.Expression:

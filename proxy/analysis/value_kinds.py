@@ -38,6 +38,7 @@ _COLUMN_KINDS = {
     ColumnType.REAL: Kind.NUMBER,
     ColumnType.TEXT: Kind.TEXT,
     ColumnType.DATE: Kind.DATE,
+    ColumnType.TIMESTAMP: Kind.TIMESTAMP,
     ColumnType.BOOLEAN: Kind.BOOLEAN,
 }
 _CAST_KINDS = (

@@ -211,6 +211,9 @@ class PostgresBackend:
         try:
             with connection.cursor() as cursor:
                 cursor.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+                # A timestamp with time zone (a column, or date_trunc of a date) is computed in UTC, as
+                # DuckDB computes it and as Veil sends timestamps, whatever the server's own TimeZone.
+                cursor.execute("SET TimeZone TO 'UTC'")
                 cursor.execute(pgsql.SQL("SET search_path TO {}").format(pgsql.Identifier(self.schema)))
                 if self._statement_timeout_ms is not None:
                     timeout = pgsql.Literal(self._statement_timeout_ms)

@@ -48,6 +48,12 @@ def column_comment(table: TablePolicy, column: ColumnPolicy) -> str:
             f"private: aggregate only (COUNT, MIN, MAX, percentiles); dates are clamped to "
             f"[{column.lower}, {column.upper}]; may be grouped by, as each day of that range"
         )
+    if column.has_bounds and column.type is ColumnType.TIMESTAMP:
+        return (
+            f"private: aggregate only (COUNT, MIN, MAX, percentiles); timestamps are clamped to "
+            f"[{column.lower}, {column.upper}]; may be grouped by its day, month or year (date_trunc, "
+            "EXTRACT, CAST AS DATE) over that range"
+        )
     if column.has_bounds:
         return f"private: aggregate only; values are clamped to [{column.lower:g}, {column.upper:g}]"
     if column.type.is_numeric:

@@ -42,6 +42,7 @@ SHADOW_TYPES = {
     ColumnType.REAL: "DOUBLE",
     ColumnType.TEXT: "VARCHAR",
     ColumnType.DATE: "DATE",
+    ColumnType.TIMESTAMP: "TIMESTAMP",
     ColumnType.BOOLEAN: "BOOLEAN",
 }
 _RESULT_TYPES = {
@@ -57,6 +58,7 @@ _RESULT_TYPES = {
     "FLOAT": ColumnType.REAL,
     "DOUBLE": ColumnType.REAL,
     "DATE": ColumnType.DATE,
+    "TIMESTAMP": ColumnType.TIMESTAMP,
 }
 _MAJOR, _MINOR = SERVER_PARAMETERS["server_version"].split(".")
 READ_ONLY_PARAMETERS: Mapping[str, str] = MappingProxyType(

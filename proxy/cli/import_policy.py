@@ -30,7 +30,7 @@ from proxy.config import (
 )
 from proxy.errors import ConfigError
 
-Bound = float | datetime.date  # a --bounds end: a number, or a date for a date column
+Bound = float | datetime.date  # a --bounds end: a number, or a date for a date or timestamp column
 _BOOLEAN_WORDS = {"true": True, "false": False}
 _INLINE_WIDTH = 100  # a column entry longer than this gets its own section, its values wrapped
 _VALUES_PER_LINE_WIDTH = 96
@@ -227,12 +227,18 @@ def _public_value(column: FileColumn, text: str) -> str | int | float | bool | d
             return _BOOLEAN_WORDS[text.lower()]
         if column.type is ColumnType.DATE:
             return datetime.date.fromisoformat(text)
+        if column.type is ColumnType.TIMESTAMP:
+            moment = datetime.datetime.fromisoformat(text)
+            if moment.tzinfo is not None:
+                raise ValueError(text)  # the column is a timestamp without time zone
+            return moment
     except (ValueError, KeyError):
         raise ConfigError(
             f'--public: value {text!r} is not a valid {column.type.value} for column "{column.name}"',
             hint={
                 ColumnType.BOOLEAN: "use true or false",
                 ColumnType.DATE: "use YYYY-MM-DD",
+                ColumnType.TIMESTAMP: "use YYYY-MM-DDTHH:MM:SS, without a time zone",
             }.get(column.type),
         ) from None
     return text
@@ -241,10 +247,18 @@ def _public_value(column: FileColumn, text: str) -> str | int | float | bool | d
 def _bounds(column: FileColumn, lower: Bound, upper: Bound) -> dict[str, int | float | datetime.date]:
     if column.type is ColumnType.DATE:
         return _date_bounds(column, lower, upper)
+    if column.type is ColumnType.TIMESTAMP:  # whole days: from the first's midnight to the last's end
+        days = _date_bounds(column, lower, upper)
+        first, last = days["lower"], days["upper"]
+        assert isinstance(first, datetime.date) and isinstance(last, datetime.date)
+        return {
+            "lower": datetime.datetime.combine(first, datetime.time()),
+            "upper": datetime.datetime.combine(last, datetime.time(23, 59, 59)),
+        }
     if not column.type.is_numeric:
         raise ConfigError(
-            f'--bounds: column "{column.name}" is {column.type.value}; bounds apply only to integer, real '
-            "and date columns"
+            f'--bounds: column "{column.name}" is {column.type.value}; bounds apply only to integer, real, '
+            "date and timestamp columns"
         )
     if not isinstance(lower, float | int) or not isinstance(upper, float | int):
         raise ConfigError(f'--bounds: column "{column.name}" is {column.type.value}; its bounds are numbers')
@@ -262,7 +276,7 @@ def _bounds(column: FileColumn, lower: Bound, upper: Bound) -> dict[str, int | f
 def _date_bounds(column: FileColumn, lower: Bound, upper: Bound) -> dict[str, int | float | datetime.date]:
     if not isinstance(lower, datetime.date) or not isinstance(upper, datetime.date):
         raise ConfigError(
-            f'--bounds: column "{column.name}" is a date; its bounds are dates',
+            f'--bounds: column "{column.name}" is a {column.type.value}; its bounds are dates',
             hint=f"e.g. --bounds {column.name}=2024-01-01:2025-12-31",
         )
     if lower >= upper:

@@ -14,8 +14,8 @@ DOUBLE                                     real         DOUBLE          double p
 DECIMAL(p, s)                              real         DOUBLE          numeric(p, s)
 VARCHAR, UUID, ENUM                        text         VARCHAR         text
 DATE                                       date         DATE            date
-TIMESTAMP (any precision)                  date         DATE (the day)  date (the day)
-TIMESTAMP WITH TIME ZONE                   date         DATE (UTC day)  date (the UTC day)
+TIMESTAMP (any precision)                  timestamp    TIMESTAMP       timestamp
+TIMESTAMP WITH TIME ZONE                   timestamp    TIMESTAMP, UTC  timestamp, in UTC
 BOOLEAN                                    boolean      BOOLEAN         boolean
 =========================================  ===========  ==============  =================================
 
@@ -32,9 +32,10 @@ SMALLINT from 182 on and an INTEGER from 46,341. Values beyond BIGINT's range ar
 The width chosen from a CSV file's values is visible to whoever can read the engine's schema, never to
 analysts: Veil's catalog is built from the policy alone (where every integer is ``bigint``).
 
-Timestamps become dates because the policy has no timestamp type, and because the time of day is
-rarely needed for aggregates while it makes rows easier to single out. Other types (BLOB, LIST,
-STRUCT, TIME, INTERVAL …) are refused: drop or convert those columns before importing.
+Timestamps stay timestamps, without time zone: one with a time zone is stored as its UTC time (the
+policy's ``timestamp`` is compared as written, so one zone for all rows), and nanoseconds become
+microseconds (TIMESTAMP_NS). Other types (BLOB, LIST, STRUCT, TIME, INTERVAL …) are refused: drop or
+convert those columns before importing.
 """
 
 from __future__ import annotations
@@ -108,6 +109,7 @@ _CANONICAL = {  # DuckDB datasets
     ColumnType.REAL: "DOUBLE",
     ColumnType.TEXT: "VARCHAR",
     ColumnType.DATE: "DATE",
+    ColumnType.TIMESTAMP: "TIMESTAMP",
     ColumnType.BOOLEAN: "BOOLEAN",
 }
 _POSTGRES_REAL = {  # PostgreSQL datasets: a file's FLOAT stays real
@@ -117,6 +119,7 @@ _POSTGRES_REAL = {  # PostgreSQL datasets: a file's FLOAT stays real
 _POSTGRES = {  # PostgreSQL datasets, the types whose storage does not depend on the file
     ColumnType.TEXT: Storage("text", "VARCHAR", "text"),
     ColumnType.DATE: Storage("date", "DATE", "date"),
+    ColumnType.TIMESTAMP: Storage("timestamp", "TIMESTAMP", "timestamp"),
     ColumnType.BOOLEAN: Storage("boolean", "BOOLEAN", "bool"),
 }
 
@@ -129,8 +132,10 @@ def policy_type(source_type: str) -> ColumnType | None:
         return ColumnType.REAL
     if source_type in _TEXT_TYPES or source_type.startswith("ENUM("):
         return ColumnType.TEXT
-    if source_type == "DATE" or source_type in _TIMESTAMP_TYPES or source_type == "TIMESTAMP WITH TIME ZONE":
+    if source_type == "DATE":
         return ColumnType.DATE
+    if source_type in _TIMESTAMP_TYPES or source_type == "TIMESTAMP WITH TIME ZONE":
+        return ColumnType.TIMESTAMP
     if source_type == "BOOLEAN":
         return ColumnType.BOOLEAN
     return None

@@ -360,7 +360,8 @@ def _stored_columns(
 
 
 def _check_unique_key(connection: duckdb.DuckDBPyConnection, file: SourceFile, column: ImportColumn) -> None:
-    """A lookup table's key must be unique (as stored: two timestamps of one day are one date)."""
+    """A lookup table's key must be unique (as stored: two timestamps with a time zone that are one
+    instant are one UTC timestamp)."""
     reader, parameters = file.reader()
     key = quote_identifier(column.name)
     query = (

@@ -316,8 +316,8 @@ def serve(
     "bounds",
     multiple=True,
     metavar="COL=lo:hi",
-    help="Clamping bounds of a numeric column, or the first and last day of a date column "
-    "(day=2024-01-01:2025-12-31) (repeatable).",
+    help="Clamping bounds of a numeric column, or the first and last day of a date or timestamp column "
+    "(day=2024-01-01:2025-12-31; a timestamp column's range ends at the last day's 23:59:59) (repeatable).",
 )
 @click.option(
     "--public-table",

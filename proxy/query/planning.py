@@ -118,7 +118,8 @@ def _key_type(key: GroupKey, shape: QueryShape, values: list[Any]) -> ColumnType
         if values and all(isinstance(value, python_type) for value in values):
             return column_type
     if values and all(isinstance(value, datetime.date) for value in values):
-        return ColumnType.DATE
+        stamps = key.type is ColumnType.TIMESTAMP and all(isinstance(v, datetime.datetime) for v in values)
+        return ColumnType.TIMESTAMP if stamps else ColumnType.DATE
     if is_integer(key.expression, shape.table):
         return ColumnType.INTEGER
     whole = values and all(_whole_number(value) for value in values)
@@ -143,10 +144,18 @@ def _typed(value: Any, type_: ColumnType) -> Any:
         return float(value)
     if type_ is ColumnType.DATE and isinstance(value, datetime.datetime):
         return value.date()  # PostgreSQL's date_trunc of a date is a timestamp
+    if type_ is ColumnType.TIMESTAMP and not isinstance(value, datetime.datetime):
+        return datetime.datetime.combine(value, datetime.time())  # a type error for anything but a date
+    if type_ is ColumnType.TIMESTAMP and value.tzinfo is not None:  # an engine's timestamptz: read in UTC
+        return value.astimezone(datetime.UTC).replace(tzinfo=None)
     return value
 
 
-_PYTHON_TYPES: dict[ColumnType, type] = {ColumnType.DATE: datetime.date, ColumnType.BOOLEAN: bool}
+_PYTHON_TYPES: dict[ColumnType, type] = {
+    ColumnType.DATE: datetime.date,
+    ColumnType.TIMESTAMP: datetime.datetime,
+    ColumnType.BOOLEAN: bool,
+}
 
 
 def _fits(value: Any, type_: ColumnType) -> bool:
@@ -249,6 +258,14 @@ def _public_keys_hint(key: GroupKey) -> str:
             f"declare lower and upper dates for {column.name} in the policy (e.g. lower = 2024-01-01, "
             "upper = 2025-12-31, at most 100,000 days apart): its days, and date_trunc or EXTRACT of it, "
             f"then have public keys; or {_THRESHOLD_HINT}"
+        )
+    if column.type is ColumnType.TIMESTAMP:
+        return (
+            f"group by a day or longer of {column.name} — date_trunc('day', {column.name}) (or 'week', 'month', "
+            f"'year'…), EXTRACT(year FROM {column.name}) (or month, day, dow…) or CAST({column.name} AS DATE) — "
+            f"and declare lower and upper timestamps for {column.name} in the policy (e.g. lower = "
+            "2024-01-01T00:00:00, upper = 2025-12-31T23:59:59, at most 100,000 days apart): those keys are then "
+            f"public; a timestamp itself, its hour, minute or second has no public domain; or {_THRESHOLD_HINT}"
         )
     if column.type is ColumnType.INTEGER and not key.is_column:
         return f"declare lower and upper for {column.name} in the policy; or {_THRESHOLD_HINT}"

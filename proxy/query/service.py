@@ -126,6 +126,7 @@ _ENGINE_TYPES = {  # DuckDB's type names, then PostgreSQL's
     "FLOAT": ColumnType.REAL,
     "DOUBLE": ColumnType.REAL,
     "DATE": ColumnType.DATE,
+    "TIMESTAMP": ColumnType.TIMESTAMP,
     "bool": ColumnType.BOOLEAN,
     "int2": ColumnType.INTEGER,
     "int4": ColumnType.INTEGER,
@@ -134,6 +135,7 @@ _ENGINE_TYPES = {  # DuckDB's type names, then PostgreSQL's
     "float8": ColumnType.REAL,
     "numeric": ColumnType.REAL,
     "date": ColumnType.DATE,
+    "timestamp": ColumnType.TIMESTAMP,
 }
 
 
@@ -1134,6 +1136,7 @@ _SAMPLE_VALUES: dict[ColumnType, object] = {
     ColumnType.REAL: 1.0,
     ColumnType.TEXT: "",
     ColumnType.DATE: datetime.date(2000, 1, 1),
+    ColumnType.TIMESTAMP: datetime.datetime(2000, 1, 1),
     ColumnType.BOOLEAN: True,
 }
 

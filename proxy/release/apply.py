@@ -23,11 +23,11 @@ from mechanisms.laplace import discrete_laplace_mechanism, laplace_mechanism
 from mechanisms.mode import dp_mode_from_histogram
 from mechanisms.quantile import dp_quantile_from_histogram
 from mechanisms.random_source import RandomSource
-from proxy.analysis.aggregates import Aggregate, AggregateKind, day_of
+from proxy.analysis.aggregates import PAIR_STATISTICS, Aggregate, AggregateKind, day_of, second_of
 from proxy.analysis.quantities import THRESHOLD_QUANTITY, Quantity, pair_statistics, quantities_for
 from proxy.analysis.shape import aggregate_column, key_column
 from proxy.config import ColumnType
-from proxy.release.pairs import VARIANCE_BASED, pair_value
+from proxy.release.pairs import VARIANCE_BASED, pair_noise_sd, pair_value
 from proxy.release.plan import Measurement, ReleasePlan
 from proxy.rewrite.bound_contributions import QUANTILE_GRID
 
@@ -109,6 +109,7 @@ ROUNDED = frozenset(
         AggregateKind.STDDEV_SAMP,
         AggregateKind.QUANTILE,
     }
+    | (frozenset(PAIR_STATISTICS) - {AggregateKind.REGR_COUNT})  # REGR_COUNT is a count
 )  # the aggregates veil.round = auto rounds: the noisy table carries their noise's standard deviation
 
 
@@ -229,11 +230,19 @@ def _date_at_rank(point: float, lower: float, upper: float) -> datetime.date:
     return day_of(_integer_at_rank(point, lower, upper))
 
 
+def _timestamp_at_rank(point: float, lower: float, upper: float) -> datetime.datetime:
+    """A timestamp column's quantile is a timestamp in whole seconds: its epoch second taken as for an
+    integer column (same rank, since the second at or above a grid point has that point's rank on data
+    in whole seconds; a fraction of a second below it ranks with it), as a timestamp."""
+    return second_of(_integer_at_rank(point, lower, upper))
+
+
 # How a chosen grid point is given in its column's type, and that type (``_aggregate_type``). Real
 # columns keep the grid point.
 _SELECTED_AS: dict[ColumnType, Callable[[float, float, float], Any]] = {
     ColumnType.INTEGER: _integer_at_rank,
     ColumnType.DATE: _date_at_rank,
+    ColumnType.TIMESTAMP: _timestamp_at_rank,
 }
 
 
@@ -256,8 +265,11 @@ def _aggregate_value(
     parameters and noisy values only (the first-order, delta-method spread of a ratio), never from
     exact ones. None where veil.round = auto has nothing to round by."""
     if aggregate.pair is not None:
-        stats = {name: noisy[q] for name, q in pair_statistics(aggregate).items()}
-        return pair_value(aggregate.kind, stats, aggregate.pair), None
+        statistics = pair_statistics(aggregate)
+        stats = {name: noisy[q] for name, q in statistics.items()}
+        sds = {name: spread.get(q, 0.0) for name, q in statistics.items()}
+        value = pair_value(aggregate.kind, stats, aggregate.pair)
+        return value, pair_noise_sd(aggregate.kind, stats, sds, aggregate.pair)
     quantities = quantities_for(aggregate)
     values = [noisy[q] for q in quantities]
     if len(values) == 1:

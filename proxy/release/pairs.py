@@ -86,3 +86,58 @@ def _width(lower: float | None, upper: float | None) -> float:
 def _clamp(value: float, lower: float | None, upper: float | None) -> float:
     assert lower is not None and upper is not None
     return min(max(value, lower), upper)
+
+
+DERIVATIVE_STEP = 1e-3
+"""The step of the numerical derivatives of ``pair_noise_sd``, as a fraction of each statistic's noise s.d."""
+
+
+def pair_noise_sd(
+    kind: AggregateKind, stats: Mapping[str, float], sds: Mapping[str, float], pair: PairInputs
+) -> float | None:
+    """The standard deviation of a (y, x) aggregate's noise, for ``veil.round = auto``: each noisy
+    statistic's s.d. (public: its mechanism's scale) carried through the aggregate's formula to first
+    order — the delta method, ``sqrt(Σ (∂f/∂s · sd_s)²)`` at the noisy values, with ``∂f/∂s`` a central
+    difference of ``pair_value`` over ±0.1 % of ``sd_s`` (one-sided where one side is NULL) — and capped at
+    half the width of the range the answer is confined to, where there is one (1 for CORR, 0.5 for
+    REGR_R2, w_y·w_x/4 for COVAR_POP…), since nothing in an interval spreads more. None: no value, or
+    nothing to round by (a value at a clamp does not move with its statistics). Post-processing only."""
+    value = pair_value(kind, stats, pair)
+    if value is None or kind is AggregateKind.REGR_COUNT:
+        return None
+    variance = 0.0
+    for name, sd in sds.items():
+        if not (math.isfinite(sd) and sd > 0):
+            continue
+        step = sd * DERIVATIVE_STEP
+        up = pair_value(kind, {**stats, name: stats[name] + step}, pair)
+        down = pair_value(kind, {**stats, name: stats[name] - step}, pair)
+        if up is not None and down is not None:
+            slope = (up - down) / (2 * step)
+        elif up is not None or down is not None:
+            slope = ((up if up is not None else value) - (down if down is not None else value)) / step
+        else:
+            continue
+        variance += (slope * sd) ** 2
+    cap = _half_range(kind, stats["n"], pair)
+    sd_value = math.sqrt(variance)
+    return min(sd_value, cap) if cap is not None else sd_value
+
+
+def _half_range(kind: AggregateKind, n: float, pair: PairInputs) -> float | None:
+    """Half the width of the interval ``pair_value`` confines the aggregate to; None for a slope or an
+    intercept, which no range bounds."""
+    width_y, width_x = _width(pair.y.lower, pair.y.upper), _width(pair.x.lower, pair.x.upper)
+    largest = width_y * width_x / 4  # |cov| at most
+    halves = {
+        AggregateKind.CORR: 1.0,
+        AggregateKind.REGR_R2: 0.5,
+        AggregateKind.REGR_AVGY: width_y / 2,
+        AggregateKind.REGR_AVGX: width_x / 2,
+        AggregateKind.COVAR_POP: largest,
+        AggregateKind.COVAR_SAMP: largest * n / (n - 1) if n > 1 else None,
+        AggregateKind.REGR_SXY: n * largest,
+        AggregateKind.REGR_SYY: n * width_y * width_y / 8,
+        AggregateKind.REGR_SXX: n * width_x * width_x / 8,
+    }
+    return halves.get(kind)

@@ -21,6 +21,7 @@ _PANDAS_TYPES = {
     ColumnType.TEXT: "string",
     ColumnType.BOOLEAN: "boolean",
     ColumnType.DATE: "object",
+    ColumnType.TIMESTAMP: "object",
 }
 
 

@@ -46,6 +46,8 @@ def _typed(value: Any, type_: ColumnType) -> Any:
         return None
     if type_ is ColumnType.DATE and isinstance(value, str) and value[:1].isdigit():
         return datetime.date.fromisoformat(value)  # a key column may also hold "(other)"
+    if type_ is ColumnType.TIMESTAMP and isinstance(value, str) and value[:1].isdigit():
+        return datetime.datetime.fromisoformat(value)
     if type_ is ColumnType.REAL and isinstance(value, int):
         return float(value)
     return value

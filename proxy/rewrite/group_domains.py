@@ -15,17 +15,19 @@ from typing import Any
 
 from sqlglot import exp
 
-from proxy.analysis.shape import GroupKey, date_range
+from proxy.analysis.moment_domains import moment_days
+from proxy.analysis.shape import GroupKey
 from proxy.config import ColumnPolicy, TablePolicy
 from proxy.rewrite.safe_predicates import error_free
 
 
 def source_values(column: ColumnPolicy) -> list[Any]:
     """The values a key expression is evaluated over: the column's public values, every day between a
-    date column's bounds, or every integer between an integer column's."""
+    date column's bounds (every midnight, for a timestamp column), or every integer between an integer
+    column's."""
     if column.values is not None:
         return list(column.values)
-    days = date_range(column)
+    days = moment_days(column)
     if days:
         return list(days)
     assert column.lower is not None and column.upper is not None

@@ -75,6 +75,7 @@ TYPE_OIDS = {
     ColumnType.REAL: pgtypes.FLOAT8,
     ColumnType.TEXT: pgtypes.TEXT,
     ColumnType.DATE: pgtypes.DATE,
+    ColumnType.TIMESTAMP: pgtypes.TIMESTAMP,
     ColumnType.BOOLEAN: pgtypes.BOOL,
 }
 FLUSH_THRESHOLD = 1 << 18

@@ -91,11 +91,19 @@ def test_copies_rows_with_the_narrowest_integers_that_hold_them(
         ("sex", "text"),
         ("income", "double precision"),
         ("smoker", "boolean"),
-        ("seen_at", "date"),
+        ("seen_at", "timestamp without time zone"),
         ("note", "text"),
     ]
     rows = in_schema(pg, fresh_schema, "SELECT * FROM patients ORDER BY seen_at").fetchall()
-    assert rows[0] == (1, 34, "female", 42000.5, True, datetime.date(2024, 3, 1), 'tab\there, "quoted"')
+    assert rows[0] == (
+        1,
+        34,
+        "female",
+        42000.5,
+        True,
+        datetime.datetime(2024, 3, 1, 9, 15),
+        'tab\there, "quoted"',
+    )
     assert [row[6] for row in rows] == ['tab\there, "quoted"', None, "multi\nline", "ünïcode"]
 
 
@@ -104,7 +112,7 @@ def test_declares_the_table_in_the_policy(config_path: Path, csv_source: Path, p
     table = load_config(config_path).dataset("clinic").table("patients")  # type: ignore[union-attr]
     assert table is not None
     assert (table.privacy_unit, table.max_contributions) == ("patient_id", 2)
-    assert table.column("seen_at").type is ColumnType.DATE  # type: ignore[union-attr]
+    assert table.column("seen_at").type is ColumnType.TIMESTAMP  # type: ignore[union-attr]
 
 
 def test_refuses_a_table_that_exists_in_the_schema(

@@ -189,19 +189,24 @@ SHAPES = [
         "filter_count_and_sum",
         "SELECT COUNT(*) FILTER (WHERE cost IS NULL) AS missing,"
         " SUM(cost) FILTER (WHERE region = 'north') AS north FROM visits",
-        ("ε=50",),
+        (  # named as written, not as the CASE they are rewritten to
+            "(count(*) FILTER (WHERE cost IS NULL) ε=50, sum(cost) FILTER (WHERE region = 'north') ε=50)",
+        ),
         absolute=100,
     ),
     Shape(
         "filter_grouped",
         "SELECT region, COUNT(*) FILTER (WHERE age >= 65) AS old,"
         " AVG(cost) FILTER (WHERE age < 65) AS mean_cost FROM visits GROUP BY region",
-        ("ε=33.33",),
+        (
+            "(count(*) FILTER (WHERE age >= 65) ε=33.33, sum(cost) FILTER (WHERE age < 65) ε=33.33,"
+            " count(cost) FILTER (WHERE age < 65) ε=33.33)",
+        ),
     ),
     Shape(
         "filter_percentile",
         "SELECT PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY age) FILTER (WHERE cost IS NOT NULL) FROM visits",
-        ("ε=100",),
+        ("(median(age) FILTER (WHERE cost IS NOT NULL) ε=100)",),
         exact="SELECT quantile_cont(age, 0.5) FILTER (WHERE cost IS NOT NULL) FROM visits",
         absolute=1.5,
     ),

@@ -218,6 +218,61 @@ def test_the_same_top_k_again_is_the_stored_answer_at_no_cost(service: QueryServ
     assert ledger.balance("alice", "shop").spent_epsilon == pytest.approx(float(LARGE))
 
 
+TOP_K_COUNTS = {  # (query, whether a DP selection answers it: COUNT(DISTINCT) with 2k < min(L, keys))
+    "noisy-counts-of-every-key": (
+        "SELECT genre, COUNT(*) AS n FROM purchases WHERE user_id < {people} GROUP BY genre ORDER BY 2 DESC"
+        " LIMIT 10",
+        False,
+    ),
+    "selection": (
+        "SELECT genre, COUNT(DISTINCT user_id) AS n FROM purchases WHERE user_id < {people} GROUP BY genre"
+        " ORDER BY n DESC LIMIT 3",
+        True,
+    ),
+    "every-key-per-partition": (
+        "SELECT * FROM (SELECT region, genre, COUNT(*) AS n, ROW_NUMBER() OVER (PARTITION BY region ORDER BY"
+        " COUNT(*) DESC) AS r FROM purchases WHERE user_id < {people} GROUP BY region, genre) AS t WHERE r <= 8",
+        False,
+    ),
+    "selection-per-partition": (
+        "SELECT * FROM (SELECT region, genre, COUNT(DISTINCT user_id) AS n, ROW_NUMBER() OVER (PARTITION BY"
+        " region ORDER BY COUNT(DISTINCT user_id) DESC) AS r FROM purchases WHERE user_id < {people}"
+        " GROUP BY region, genre) AS t WHERE r <= 2",
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(TOP_K_COUNTS))
+def test_top_k_counts_are_non_negative_integers_unless_raw_counts(service: QueryService, name: str) -> None:
+    """The counts of a top-k answer are shaped like every other count: integers, clamped at 0 — and as
+    drawn (possibly negative) with veil.raw_counts = on, the same stored answer shown again for free —
+    whether a DP selection chose the keys or every key was counted. Over a few people at ε = 0.05 the
+    counts are mostly noise, so some are drawn negative (the selection's keys included: it chooses by
+    its own noisy scores, and their counts are measured apart)."""
+    template, selected = TOP_K_COUNTS[name]
+    negative = False
+    for people in range(3, 9):
+        service.rng = random.Random(people)
+        sql = template.format(people=people)
+        shaped = run(service, sql, epsilon="0.05")
+        raw = run(service, sql, epsilon="0.05", raw_counts="on")
+        assert shaped.table is not None and raw.table is not None
+        assert ("selection" in shaped.notices[0]) is selected, shaped.notices[0]
+        assert raw.charge is not None and raw.charge.cached
+        names = [column.name for column in shaped.table.columns]
+        column, keys = names.index("n"), [names.index(name) for name in ("region", "genre") if name in names]
+        shown = {tuple(row[i] for i in keys): row[column] for row in shaped.table.rows}
+        drawn = {tuple(row[i] for i in keys): row[column] for row in raw.table.rows}
+        assert all(isinstance(count, int) and count >= 0 for count in shown.values()), shown
+        assert all(isinstance(count, int) for count in drawn.values()), drawn
+        # ORDER BY … LIMIT runs over the values shown: keys whose counts are clamped to 0 tie, and the
+        # shaped and the raw answer may keep different ones of them
+        assert all(shown[key] == max(drawn[key], 0) for key in shown.keys() & drawn.keys()), (shown, drawn)
+        negative = negative or min(drawn.values()) < 0
+    assert negative, "no draw was negative: the clamp was never exercised"
+
+
 def test_explain_states_the_split_without_spending(service: QueryService, ledger: Ledger) -> None:
     explanation = explain_query(
         service.dataset,

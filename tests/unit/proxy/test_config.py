@@ -122,7 +122,7 @@ INVALID_DOCUMENTS: list[tuple[str, Callable[[Document], None], str]] = [
     (
         "both bounds on text",
         lambda d: _columns(d)["sex"].update(lower=0, upper=1),
-        f"{SEX}.lower: bounds are only allowed on integer, real and date columns",
+        f"{SEX}.lower: bounds are only allowed on integer, real, date and timestamp columns",
     ),
     (
         "number bounds on a date",
@@ -148,7 +148,12 @@ INVALID_DOCUMENTS: list[tuple[str, Callable[[Document], None], str]] = [
         lambda d: _columns(d)["age"].update(lower=datetime.date(2024, 1, 1)),
         f"{AGE}.lower: must be an integer or a number, got datetime.date(2024, 1, 1)",
     ),
-    ("unknown type", _set(f"{AGE}.type", "timestamp"), f"{AGE}.type: must be one of integer, real, text"),
+    ("unknown type", _set(f"{AGE}.type", "interval"), f"{AGE}.type: must be one of integer, real, text"),
+    (
+        "a number as a timestamp bound",
+        _set(f"{AGE}.type", "timestamp"),
+        f"{AGE}.lower: must be a timestamp such as 2024-01-01T00:00:00, got 0",
+    ),
     ("missing type", _delete(f"{AGE}.type"), f"{AGE}.type: is required"),
     (
         "public without values",

@@ -22,7 +22,7 @@ from proxy.config import ColumnType, DatasetPolicy, parse_config
 from proxy.errors import PolicyViolationError
 from proxy.query.planning import collect_histograms, prepare_release, resolve_group_domains, typed_key_rows
 from proxy.release.apply import ReleasedTable, null_notes, release
-from proxy.release.pairs import pair_value
+from proxy.release.pairs import pair_noise_sd, pair_value
 from proxy.release.plan import price_query
 from proxy.rewrite.bound_contributions import bounded_query
 
@@ -252,7 +252,10 @@ def test_each_aggregate_measures_only_the_sums_it_needs(aggregate: str, statisti
         ),
         ("SELECT SUM(day) FROM m", 'SUM("day") needs a numeric column'),
         ("SELECT MEDIAN(undated) FROM m", 'QUANTILE("undated") needs declared bounds'),
-        ("SELECT MAX(day + 1) FROM m", "QUANTILE(day + 1): only a date column itself is answered"),
+        (
+            "SELECT MAX(day + 1) FROM m",
+            "QUANTILE(day + 1): only a date or timestamp column itself is answered",
+        ),
     ],
 )
 def test_refusals_name_the_argument_and_the_fix(sql: str, message: str) -> None:
@@ -416,3 +419,27 @@ def test_squares_and_products_of_large_integers_do_not_overflow_in_the_engine() 
         assert bounded is not None
         rows = connection.execute(bounded).fetchall()  # raised OutOfRangeException before the cast
         assert rows
+
+
+def test_a_pair_aggregates_noise_is_its_sums_noise_carried_through_its_formula() -> None:
+    """REGR_AVGY = Σy / n: by the delta method its s.d. is √((s_Σy / n)² + (Σy / n² · s_n)²)."""
+    (aggregate,) = shape_of("SELECT REGR_AVGY(y, x) FROM m").aggregates
+    assert aggregate.pair is not None
+    stats, sds = {"n": 400.0, "sy": 600.0}, {"n": 3.0, "sy": 12.0}
+    expected = ((12.0 / 400) ** 2 + (600.0 / 400**2 * 3.0) ** 2) ** 0.5
+    assert pair_noise_sd(AggregateKind.REGR_AVGY, stats, sds, aggregate.pair) == pytest.approx(
+        expected, rel=1e-6
+    )
+
+
+def test_a_pair_aggregates_noise_is_capped_by_the_range_it_is_clamped_into() -> None:
+    """Four pairs under noise of s.d. 30: the delta method says nonsense, CORR's range says at most 1."""
+    (aggregate,) = shape_of("SELECT CORR(y, x), REGR_SLOPE(y, x) FROM m").aggregates[:1]
+    assert aggregate.pair is not None
+    stats = {"n": 4.0, "sy": 5.0, "sx": -2.0, "syy": 20.0, "sxx": 9.0, "sxy": 3.0}
+    sds = dict.fromkeys(stats, 30.0)
+    assert pair_noise_sd(AggregateKind.CORR, stats, sds, aggregate.pair) == 1.0
+    assert pair_noise_sd(AggregateKind.REGR_R2, stats, sds, aggregate.pair) == 0.5
+    assert (
+        pair_noise_sd(AggregateKind.REGR_SLOPE, stats, sds, aggregate.pair) > 1.0
+    )  # no range bounds a slope

@@ -10,6 +10,7 @@ from proxy.analysis.filter_clauses import filters_as_case
 from proxy.analysis.parse import parse_statements
 from proxy.analysis.statements import PrivateQuery, classify
 from proxy.errors import PolicyViolationError
+from proxy.release.plan import price_query
 from tests.unit.proxy.policy_fixture import clinic_policy
 
 
@@ -76,3 +77,54 @@ def test_filtered_and_unfiltered_aggregates_are_different_quantities() -> None:
 def test_refusals(sql: str, message: str) -> None:
     with pytest.raises(PolicyViolationError, match=message):
         shape_of(sql)
+
+
+@pytest.mark.parametrize(
+    ("sql", "labels"),
+    [
+        (
+            "SELECT COUNT(*) FILTER (WHERE cost IS NULL), SUM(cost) FILTER (WHERE age > 65) FROM visits",
+            ["count(*) FILTER (WHERE cost IS NULL)", "sum(cost) FILTER (WHERE age > 65)"],
+        ),
+        (
+            "SELECT AVG(cost * 2) FILTER (WHERE sex = 'male') FROM visits",
+            ["sum(cost * 2) FILTER (WHERE sex = 'male')", "count(cost * 2) FILTER (WHERE sex = 'male')"],
+        ),
+        (
+            "SELECT STDDEV(cost) FILTER (WHERE age > 3) FROM visits",
+            [
+                "count(cost) FILTER (WHERE age > 3)",
+                "sum(cost) FILTER (WHERE age > 3)",
+                "sum(cost ^ 2) FILTER (WHERE age > 3)",
+            ],
+        ),
+        (
+            "SELECT MIN(age) FILTER (WHERE cost > 0) FROM visits",
+            ["min(age) FILTER (WHERE cost > 0)"],
+        ),
+        (
+            "SELECT CORR(cost, age) FILTER (WHERE sex = 'male') FROM visits",
+            [
+                f"{quantity} FILTER (WHERE sex = 'male')"
+                for quantity in (
+                    "count(age | cost)",
+                    "sum(age | cost)",
+                    "sum(cost | age)",
+                    "sum((age | cost) ^ 2)",
+                    "sum((cost | age) ^ 2)",
+                    "sum(age * cost)",
+                )
+            ],
+        ),
+        (  # a CASE the analyst wrote is shown as written too
+            "SELECT COUNT(CASE WHEN cost IS NULL THEN 1 END) FROM visits",
+            ["count(CASE WHEN cost IS NULL THEN 1 END)"],
+        ),
+    ],
+)
+def test_notices_and_explain_name_a_filtered_aggregate_as_written(sql: str, labels: list[str]) -> None:
+    """Not as the CASE this module rewrites it to: ``count(*) FILTER (WHERE cost IS NULL)``, not
+    ``count(CASE WHEN cost IS NULL THEN 1 END)`` (what the NOTICE said before)."""
+    plan = price_query(shape_of(sql).shape, epsilon=1.0)
+    assert sorted(m.quantity.label for m in plan.measurements) == sorted(labels)
+    assert sorted(label for label, _, _ in plan.split()) == sorted(labels)  # what the NOTICE lists

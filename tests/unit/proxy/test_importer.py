@@ -88,7 +88,7 @@ def test_imports_semicolon_csv_with_detected_types(config_path: Path, csv_source
         "sex": ColumnType.TEXT,
         "income": ColumnType.REAL,
         "smoker": ColumnType.BOOLEAN,
-        "seen_at": ColumnType.DATE,
+        "seen_at": ColumnType.TIMESTAMP,
     }
     assert rows(config_path, "SELECT count(*), sum(age), sum(income) FROM patients") == [(4, 144, 102001.0)]
 
@@ -104,18 +104,44 @@ def test_stores_columns_in_canonical_types_under_lowercase_names(config_path: Pa
         ("sex", "VARCHAR"),
         ("income", "DOUBLE"),
         ("smoker", "BOOLEAN"),
-        ("seen_at", "DATE"),
+        ("seen_at", "TIMESTAMP"),
     ]
 
 
-def test_timestamps_become_their_day(config_path: Path, csv_source: Path) -> None:
+def test_timestamps_stay_timestamps(config_path: Path, csv_source: Path) -> None:
     import_patients(config_path, csv_source)
-    assert rows(config_path, "SELECT max(seen_at) FROM patients") == [(datetime.date(2025, 1, 20),)]
+    assert rows(config_path, "SELECT max(seen_at) FROM patients") == [
+        (datetime.datetime(2025, 1, 20, 16, 45),)
+    ]
+
+
+def test_timestamps_with_a_time_zone_are_stored_in_utc(config_path: Path, tmp_path: Path) -> None:
+    source = tmp_path / "zoned.csv"
+    source.write_text("pid,seen\n1,2024-03-01 09:15:00+02\n2,2024-03-01 07:15:00+00\n", encoding="utf-8")
+    policy = import_table(config_path, dataset="clinic", table="zoned", source=source, privacy_unit="row")
+    assert policy.columns["seen"].type is ColumnType.TIMESTAMP
+    assert rows(config_path, "SELECT DISTINCT seen FROM zoned") == [(datetime.datetime(2024, 3, 1, 7, 15),)]
+
+
+def test_a_date_column_stays_a_date(config_path: Path, tmp_path: Path) -> None:
+    source = tmp_path / "days.csv"
+    source.write_text("pid,day\n1,2024-03-01\n2,2024-03-02\n", encoding="utf-8")
+    first, last = datetime.date(2024, 1, 1), datetime.date(2025, 12, 31)
+    policy = import_table(
+        config_path,
+        dataset="clinic",
+        table="days",
+        source=source,
+        privacy_unit="row",
+        bounds={"day": (first, last)},
+    )
+    assert policy.columns["day"].type is ColumnType.DATE
+    assert (policy.columns["day"].lower, policy.columns["day"].upper) == (first, last)
 
 
 def test_imports_parquet(config_path: Path, parquet_source: Path) -> None:
     policy = import_patients(config_path, parquet_source)
-    assert policy.columns["seen_at"].type is ColumnType.DATE
+    assert policy.columns["seen_at"].type is ColumnType.TIMESTAMP
     assert rows(config_path, "SELECT count(DISTINCT patient_id) FROM patients") == [(3,)]
 
 
@@ -130,7 +156,7 @@ def test_declares_the_table_in_the_policy_file(config_path: Path, csv_source: Pa
         "sex": {"type": "text", "public": True, "values": ["female", "male"]},
         "income": {"type": "real"},
         "smoker": {"type": "boolean"},
-        "seen_at": {"type": "date"},
+        "seen_at": {"type": "timestamp"},
     }
 
 
@@ -143,7 +169,7 @@ def test_public_values_take_the_column_type(config_path: Path, csv_source: Path)
     columns = policy.columns
     assert columns["age"].values == (5, 34, 71)
     assert columns["smoker"].values == (True, False)
-    assert columns["seen_at"].values == (datetime.date(2024, 3, 1),)
+    assert columns["seen_at"].values == (datetime.datetime(2024, 3, 1),)
 
 
 def test_real_bounds_are_kept_as_numbers(config_path: Path, csv_source: Path) -> None:
@@ -214,16 +240,22 @@ def test_rejects_bad_bounds(
         import_patients(config_path, csv_source, bounds={"age": bounds})
 
 
-def test_a_date_column_takes_dates_as_bounds(config_path: Path, csv_source: Path) -> None:
+def test_a_timestamp_column_takes_whole_days_as_bounds(config_path: Path, csv_source: Path) -> None:
+    """--bounds seen_at=2024-01-01:2025-12-31: from the first day's midnight to the last day's last second."""
     first, last = datetime.date(2024, 1, 1), datetime.date(2025, 12, 31)
     policy = import_patients(config_path, csv_source, bounds={"seen_at": (first, last)})
-    assert (policy.columns["seen_at"].lower, policy.columns["seen_at"].upper) == (first, last)
+    assert (policy.columns["seen_at"].lower, policy.columns["seen_at"].upper) == (
+        datetime.datetime(2024, 1, 1),
+        datetime.datetime(2025, 12, 31, 23, 59, 59),
+    )
 
 
 @pytest.mark.parametrize(
     ("column", "bounds", "message"),
     [
-        pytest.param("seen_at", (0.0, 1.0), 'column "seen_at" is a date; its bounds are dates', id="numbers"),
+        pytest.param(
+            "seen_at", (0.0, 1.0), 'column "seen_at" is a timestamp; its bounds are dates', id="numbers"
+        ),
         pytest.param(
             "seen_at",
             (datetime.date(2025, 1, 1), datetime.date(2024, 1, 1)),
@@ -246,7 +278,7 @@ def test_rejects_bad_date_bounds(
 
 
 def test_rejects_bounds_on_text_column(config_path: Path, csv_source: Path) -> None:
-    with pytest.raises(ConfigError, match="bounds apply only to integer, real and date columns"):
+    with pytest.raises(ConfigError, match="bounds apply only to integer, real, date and timestamp columns"):
         import_patients(config_path, csv_source, bounds={"sex": (0, 1)})
 
 
@@ -550,7 +582,7 @@ def test_imports_a_public_lookup_table_with_its_key(config_path: Path, zones_sou
     assert read_document(config_path)["datasets"]["clinic"]["tables"]["zones"] == {
         "public": True,
         "key": "code",
-        "columns": {"code": {"type": "text"}, "zone": {"type": "text"}, "opened": {"type": "date"}},
+        "columns": {"code": {"type": "text"}, "zone": {"type": "text"}, "opened": {"type": "timestamp"}},
     }
     assert rows(config_path, "SELECT code, zone FROM zones ORDER BY code") == [
         ("east", "E"),
@@ -577,10 +609,14 @@ def test_refuses_a_key_that_repeats_a_value(config_path: Path, zones_source: Pat
 
 
 def test_a_key_must_be_unique_as_stored(config_path: Path, zones_source: Path) -> None:
-    """Two timestamps of one day are one date once imported: a join would meet both rows."""
+    """Two timestamps with a time zone that are one instant are one UTC timestamp once imported: a join
+    would meet both rows."""
+    zones_source.write_text(
+        "code,opened\nnorth,2020-01-01 08:00:00+01\nsouth,2020-01-01 07:00:00+00\n", encoding="utf-8"
+    )
     with pytest.raises(ConfigError, match='column "opened" is not unique') as raised:
         import_zones(config_path, zones_source, key="opened")
-    assert raised.value.detail == "repeated values: 2020-01-01 (2 rows)"
+    assert raised.value.detail == "repeated values: 2020-01-01 07:00:00 (2 rows)"
 
 
 def test_refuses_a_key_that_is_not_a_column(config_path: Path, zones_source: Path) -> None:

@@ -213,8 +213,16 @@ def test_a_number_of_digits_rounds_a_correlation_but_never_a_date_or_a_pair_coun
 
     plan = price_query(lab_shape("SELECT MEDIAN(day), CORR(y, x), REGR_COUNT(y, x) FROM m"), epsilon=1.0)
     middle = datetime.date(2024, 7, 1)
-    table = noisy_table(plan, (middle, -0.99996, -3, 0.4))
+    table = noisy_table(plan, (middle, -0.99996, -3, 0.4, 0.0123))  # the median's and CORR's noise s.d.
     assert present(plan, table, Presentation(rounding=2)).rows == [(middle, -1.0, 0)]
     assert present(plan, table, Presentation(rounding=-1)).rows == [(middle, 0.0, 0)]
-    assert present(plan, table, Presentation()).rows == [(middle, -0.99996, 0)], "auto leaves CORR alone"
     assert present(plan, table, RAW).rows == [(middle, -0.99996, -3)]
+
+
+def test_auto_rounds_a_correlation_to_the_noise_composed_from_its_sums() -> None:
+    """s.d. 0.0123 → thousandths; the noisy table carries it for CORR as for a SUM (release/pairs.py)."""
+    from tests.unit.proxy.test_dates_and_pairs import shape_of as lab_shape
+
+    plan = price_query(lab_shape("SELECT CORR(y, x), REGR_SLOPE(y, x), REGR_COUNT(y, x) FROM m"), epsilon=1.0)
+    table = noisy_table(plan, (-0.91234, 3.14159, 17, 0.0123, 0.456))
+    assert present(plan, table, Presentation()).rows == [(-0.912, 3.14, 17)]

@@ -1,0 +1,468 @@
+"""Timestamp columns (issue 18, dates and times), table-driven, on DuckDB and PostgreSQL.
+
+12,000 events of 6,000 people (two each, ``max_contributions = 2``) carry a timestamp ``ts`` inside its
+declared range, 2024-01-01T00:00:00 … 2025-12-31T23:59:59, in whole seconds. Each accepted shape runs
+through the query service at a large ε with a seeded RandomSource and is checked for its price (the
+NOTICE's split, the ledger's ε and no δ), its accuracy against the engine's exact answer, and its types:
+quantiles of a timestamp are timestamps (whole seconds), ``date_trunc`` of it a timestamp, ``CAST(ts AS
+DATE)`` a date, ``EXTRACT`` an integer. Each refusal is checked for its SQLSTATE, message, hint, and for
+spending nothing; the policy's timestamp bounds for their validation messages; and a psycopg client of
+``veil serve`` for receiving ``datetime.datetime`` values.
+
+A quantile is chosen among 1,001 grid points over the range (one step: 63,072 s, about 17.5 hours, for
+two years), accurate in rank: the tolerance is two grid steps.
+"""
+
+from __future__ import annotations
+
+import datetime
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import psycopg
+import pytest
+import tomli_w
+
+from budget.ledger import Ledger
+from budget.loss import PrivacyLoss
+from proxy.backends.base import Backend
+from proxy.backends.duckdb import DuckDBBackend
+from proxy.backends.postgres import PostgresBackend
+from proxy.config import ColumnType, DatasetPolicy, parse_config
+from proxy.errors import ConfigError, PolicyViolationError
+from proxy.query.explain import explain_query
+from proxy.query.service import Principal, QueryService, StatementOutcome
+from proxy.settings import SessionSettings
+from proxy.wire.scram import make_scram_verifier
+from tests.conftest import Admin, RunningServer, schema_in
+
+ALICE = Principal("alice")
+EPSILON = 100.0
+FIRST, LAST = datetime.datetime(2024, 1, 1), datetime.datetime(2025, 12, 31, 23, 59, 59)
+GRID_STEP = (LAST - FIRST).total_seconds() / 1000  # seconds between two grid points of a quantile
+ROWS = 12_000
+SPAN = 731 * 86_400  # seconds in the two years
+
+POLICY = """
+[datasets.demo]
+path = "events.duckdb"
+default_epsilon = 1.0
+max_epsilon = 100.0
+
+[datasets.demo.tables.events]
+privacy_unit = "pid"
+max_contributions = 2
+
+[datasets.demo.tables.events.columns]
+pid = { type = "integer" }
+ts = { type = "timestamp", lower = 2024-01-01T00:00:00, upper = "2025-12-31 23:59:59" }
+unbounded = { type = "timestamp" }
+region = { type = "text", public = true, values = ["north", "south"] }
+"""
+
+# Row i belongs to person i // 2; its second of the two years is (i · 7,919 · 37) mod SPAN, a spread
+# that covers every month (row 0 is the range's first second).
+DUCKDB_EVENTS = f"""
+CREATE TABLE events AS SELECT
+    i // 2 AS pid,
+    TIMESTAMP '2024-01-01 00:00:00' + to_seconds((i * 7919 * 37) % {SPAN}) AS ts,
+    TIMESTAMP '2024-01-01 00:00:00' + to_seconds((i * 7919 * 37) % {SPAN}) AS unbounded,
+    CASE WHEN (i // 2) % 3 = 0 THEN 'north' ELSE 'south' END AS region
+FROM range({ROWS}) t(i)
+"""
+POSTGRES_EVENTS = f"""
+CREATE TABLE events AS SELECT
+    i / 2 AS pid,
+    TIMESTAMP '2024-01-01 00:00:00' + make_interval(secs => (i * 7919 * 37) % {SPAN}) AS ts,
+    TIMESTAMP '2024-01-01 00:00:00' + make_interval(secs => (i * 7919 * 37) % {SPAN}) AS unbounded,
+    CASE WHEN (i / 2) % 3 = 0 THEN 'north' ELSE 'south' END AS region
+FROM generate_series(0::bigint, {ROWS - 1}) AS t(i)
+"""
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str
+    dataset: DatasetPolicy
+    make_backend: Callable[[], Backend]
+    policy: str  # the policy text, for a served copy
+
+
+@pytest.fixture(scope="module")
+def duckdb_engine(tmp_path_factory: pytest.TempPathFactory) -> Engine:
+    directory = tmp_path_factory.mktemp("events")
+    path = directory / "events.duckdb"
+    with duckdb.connect(str(path)) as connection:
+        connection.execute(DUCKDB_EVENTS)
+    text = POLICY.replace('path = "events.duckdb"\n', tomli_w.dumps({"path": str(path)}))
+    dataset = parse_config(text, path=directory / "veil.toml").dataset("demo")
+    assert dataset is not None
+    return Engine("duckdb", dataset, lambda: DuckDBBackend(path), text)
+
+
+@pytest.fixture(scope="module")
+def postgres_engine(postgres_dsn: str) -> Iterator[Engine]:
+    with schema_in(postgres_dsn) as schema:
+        with psycopg.connect(postgres_dsn, autocommit=True) as connection:
+            connection.execute(f"SET search_path TO {schema}")
+            connection.execute(POSTGRES_EVENTS)  # type: ignore[arg-type]
+        location = 'backend = "postgres"\n' + tomli_w.dumps({"dsn": postgres_dsn, "schema": schema})
+        text = POLICY.replace('path = "events.duckdb"\n', location)
+        dataset = parse_config(text, path=Path("/nonexistent/veil.toml")).dataset("demo")
+        assert dataset is not None and dataset.dsn is not None
+        dsn = dataset.dsn
+        yield Engine("postgres", dataset, lambda: PostgresBackend(dsn, schema=schema, pool_size=2), text)
+
+
+@pytest.fixture(params=["duckdb", pytest.param("postgres", marks=pytest.mark.postgres)])
+def engine(request: pytest.FixtureRequest) -> Engine:
+    return request.getfixturevalue(f"{request.param}_engine")  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[Ledger]:
+    ledger = Ledger.create(tmp_path / "ledger.sqlite")
+    ledger.add_analyst("alice", make_scram_verifier("secret", iterations=1))
+    ledger.grant("alice", "demo", PrivacyLoss(1000.0, 1e-5))
+    yield ledger
+    ledger.close()
+
+
+@pytest.fixture
+def service(engine: Engine, ledger: Ledger) -> Iterator[QueryService]:
+    backend, sandbox = engine.make_backend(), DuckDBBackend.sandbox()
+    try:
+        yield QueryService(
+            engine.dataset, backend=backend, sandbox=sandbox, ledger=ledger, rng=random.Random(18)
+        )
+    finally:
+        backend.close()
+        sandbox.close()
+
+
+def run(service: QueryService, sql: str, epsilon: float = EPSILON) -> StatementOutcome:
+    (tree,) = service.parse(sql)
+    return service.run(tree, principal=ALICE, settings=SessionSettings({"veil.epsilon": f"{epsilon:g}"}))
+
+
+# --- accepted shapes --------------------------------------------------------------------------------------
+
+TS, D, N = ColumnType.TIMESTAMP, ColumnType.DATE, ColumnType.INTEGER
+QUANTILE_SENSITIVITY = 5040.0  # L · K: rank sensitivity in histogram weights, as for dates and numbers
+
+
+@dataclass(frozen=True)
+class Shape:
+    """An accepted query; the exact answer's SQL per engine (same columns and row order); the NOTICE's
+    split ((quantity, sensitivity), ε shared equally); each column's tolerance (seconds for a timestamp,
+    days for a date, units otherwise) and type."""
+
+    sql: str
+    exact: dict[str, str]
+    split: tuple[tuple[str, float], ...]
+    tolerances: tuple[float, ...]
+    types: tuple[ColumnType, ...]
+    rows: int = 1
+
+
+SHAPES = {
+    "timestamp-min-max-percentiles": Shape(
+        "SELECT MIN(ts), MAX(ts), MEDIAN(ts), PERCENTILE_DISC(0.25) WITHIN GROUP (ORDER BY ts),"
+        " PERCENTILE_CONT(0.9) WITHIN GROUP (ORDER BY ts) FROM events",
+        {
+            "duckdb": "SELECT MIN(ts), MAX(ts), quantile_disc(ts, 0.5), quantile_disc(ts, 0.25),"
+            " quantile_disc(ts, 0.9) FROM events",
+            "postgres": "SELECT MIN(ts), MAX(ts), percentile_disc(0.5) WITHIN GROUP (ORDER BY ts),"
+            " percentile_disc(0.25) WITHIN GROUP (ORDER BY ts), percentile_disc(0.9) WITHIN GROUP"
+            " (ORDER BY ts) FROM events",
+        },
+        (
+            ("min(ts)", QUANTILE_SENSITIVITY),
+            ("max(ts)", QUANTILE_SENSITIVITY),
+            ("median(ts)", QUANTILE_SENSITIVITY),
+            ("percentile_cont(0.25) WITHIN GROUP (ORDER BY ts)", QUANTILE_SENSITIVITY),
+            ("percentile_cont(0.9) WITHIN GROUP (ORDER BY ts)", QUANTILE_SENSITIVITY),
+        ),
+        (2 * GRID_STEP,) * 5,
+        (TS,) * 5,
+    ),
+    "timestamp-median-per-year": Shape(
+        "SELECT EXTRACT(year FROM ts) AS year, COUNT(*) AS events, MEDIAN(ts) AS middle FROM events"
+        " GROUP BY 1 ORDER BY 1",
+        {
+            "duckdb": "SELECT EXTRACT(year FROM ts)::INTEGER, COUNT(*), quantile_disc(ts, 0.5) FROM events"
+            " GROUP BY 1 ORDER BY 1",
+            "postgres": "SELECT EXTRACT(year FROM ts)::int, COUNT(*), percentile_disc(0.5) WITHIN GROUP"
+            " (ORDER BY ts) FROM events GROUP BY 1 ORDER BY 1",
+        },
+        (("count(*)", 2.0), ("median(ts)", QUANTILE_SENSITIVITY)),
+        (0, 2, 2 * GRID_STEP),
+        (N, N, TS),
+        rows=2,
+    ),
+    "group-by-month-of-a-timestamp": Shape(
+        "SELECT date_trunc('month', ts) AS month, COUNT(*) AS events FROM events GROUP BY 1 ORDER BY 1",
+        {
+            engine: "SELECT date_trunc('month', ts), COUNT(*) FROM events GROUP BY 1 ORDER BY 1"
+            for engine in ("duckdb", "postgres")
+        },
+        (("count(*)", 2.0),),
+        (0, 2),
+        (TS, N),
+        rows=24,
+    ),
+    "group-by-day-and-region": Shape(
+        "SELECT CAST(ts AS DATE) AS day, region, COUNT(*) FROM events WHERE ts >= '2025-12-01'"
+        " GROUP BY 1, 2 HAVING COUNT(*) > 0 ORDER BY 1, 2",
+        {
+            engine: "SELECT CAST(ts AS DATE), region, COUNT(*) FROM events WHERE ts >= '2025-12-01'"
+            " GROUP BY 1, 2 ORDER BY 1, 2"
+            for engine in ("duckdb", "postgres")
+        },
+        (("count(*)", 2.0),),
+        (0, 0, 2),
+        (D, ColumnType.TEXT, N),
+        rows=62,
+    ),
+    "group-by-weekday": Shape(
+        "SELECT EXTRACT(dow FROM ts) AS weekday, COUNT(*) FROM events GROUP BY 1 ORDER BY 1",
+        {
+            "duckdb": "SELECT EXTRACT(dow FROM ts)::INTEGER, COUNT(*) FROM events GROUP BY 1 ORDER BY 1",
+            "postgres": "SELECT EXTRACT(dow FROM ts)::int, COUNT(*) FROM events GROUP BY 1 ORDER BY 1",
+        },
+        (("count(*)", 2.0),),
+        (0, 2),
+        (N, N),
+        rows=7,
+    ),
+}
+
+
+def close(noisy: Any, exact: Any, tolerance: float) -> bool:
+    if isinstance(exact, datetime.datetime):
+        return isinstance(noisy, datetime.datetime) and abs((noisy - exact).total_seconds()) <= tolerance
+    if isinstance(exact, datetime.date):
+        return type(noisy) is datetime.date and abs((noisy - exact).days) <= tolerance
+    return noisy is not None and abs(float(noisy) - float(exact)) <= tolerance
+
+
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_each_timestamp_shape_is_answered_priced_and_accurate(
+    name: str, engine: Engine, service: QueryService, ledger: Ledger
+) -> None:
+    shape = SHAPES[name]
+    outcome = run(service, shape.sql)
+    assert outcome.table is not None
+    share = f"{EPSILON / len(shape.split):.4g}"
+    split = ", ".join(f"{quantity} ε={share}" for quantity, _ in shape.split)
+    assert f"ε={EPSILON:g} ({split})" in outcome.notices[0], outcome.notices[0]
+    balance = ledger.balance("alice", "demo")
+    assert (balance.spent_epsilon, balance.spent_delta) == (pytest.approx(EPSILON), 0.0)
+    explained = explain_query(engine.dataset, shape.sql, backend=service.backend, epsilon=EPSILON)
+    assert [(m.quantity, m.sensitivity) for m in explained.measurements] == list(shape.split)
+
+    assert [column.type for column in outcome.table.columns] == list(shape.types)
+    expected = service.backend.execute(shape.exact[engine.name])[1]
+    assert len(outcome.table.rows) == len(expected) == shape.rows
+    for noisy_row, exact_row in zip(outcome.table.rows, expected, strict=True):
+        for noisy, exact, tolerance in zip(noisy_row, exact_row, shape.tolerances, strict=True):
+            if tolerance == 0:
+                assert noisy == (int(exact) if isinstance(noisy, int) else exact), (noisy_row, exact_row)
+            else:
+                assert close(noisy, exact, tolerance), (noisy_row, exact_row)
+
+
+def test_a_timestamp_quantile_is_released_in_whole_seconds_within_the_bounds(service: QueryService) -> None:
+    """Post-processing: the chosen grid point is taken up to the next whole second, never past upper."""
+    for seed in range(5):
+        service.rng = random.Random(seed)
+        outcome = run(service, f"SELECT MIN(ts), MEDIAN(ts), MAX(ts) FROM events WHERE pid >= {seed}", 1.0)
+        assert outcome.table is not None
+        for value in outcome.table.rows[0]:
+            assert isinstance(value, datetime.datetime) and value.microsecond == 0
+            assert FIRST <= value <= LAST
+
+
+def test_timestamps_keep_their_type_through_post_processing(service: QueryService) -> None:
+    outcome = run(
+        service,
+        "SELECT region, MIN(ts) AS first, MAX(ts) - MIN(ts) AS span FROM events GROUP BY region"
+        " HAVING MIN(ts) < TIMESTAMP '2024-01-02 00:00:00' ORDER BY region",
+    )
+    assert outcome.table is not None
+    assert [(column.name, column.type) for column in outcome.table.columns][:2] == [
+        ("region", ColumnType.TEXT),
+        ("first", TS),
+    ]
+    assert [row[0] for row in outcome.table.rows] == ["north", "south"]
+    for _, first, _ in outcome.table.rows:
+        assert isinstance(first, datetime.datetime) and first - FIRST <= datetime.timedelta(seconds=GRID_STEP)
+
+
+# --- refusals ---------------------------------------------------------------------------------------------
+
+KEYS_HINT = "group by a day or longer of ts"
+REFUSALS = {
+    "sum-of-a-timestamp": (
+        "SELECT SUM(ts) FROM events",
+        'SUM("ts") needs a numeric column',
+        "timestamp column",
+    ),
+    "avg-of-a-timestamp": ("SELECT AVG(ts) FROM events", 'AVG("ts") needs a numeric column', "MIN, MAX"),
+    "quantile-of-an-unbounded-timestamp": (
+        "SELECT MAX(unbounded) FROM events",
+        'QUANTILE("unbounded") needs declared bounds',
+        "declare lower and upper timestamps for column unbounded",
+    ),
+    "quantile-of-a-timestamp-expression": (
+        "SELECT MIN(ts + INTERVAL '1' HOUR) FROM events",
+        "only a date or timestamp column itself is answered",
+        "timestamp column answers",
+    ),
+    "group-by-the-timestamp-itself": (
+        "SELECT ts, COUNT(*) FROM events GROUP BY ts",
+        "GROUP BY ts: the keys are not public",
+        KEYS_HINT,
+    ),
+    "group-by-the-hour": (
+        "SELECT date_trunc('hour', ts), COUNT(*) FROM events GROUP BY 1",
+        "GROUP BY DATE_TRUNC('HOUR', ts): the keys are not public",
+        KEYS_HINT,
+    ),
+    "group-by-the-hour-of-day": (
+        "SELECT EXTRACT(hour FROM ts), COUNT(*) FROM events GROUP BY 1",
+        "GROUP BY EXTRACT(HOUR FROM ts): the keys are not public",
+        "its hour, minute or second has no public domain",
+    ),
+    "group-by-the-day-of-an-unbounded-timestamp": (
+        "SELECT CAST(unbounded AS DATE), COUNT(*) FROM events GROUP BY 1",
+        "the keys are not public",
+        "declare lower and upper timestamps for unbounded",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(REFUSALS))
+def test_each_timestamp_refusal_says_what_is_wrong_and_spends_nothing(
+    name: str, service: QueryService, ledger: Ledger
+) -> None:
+    sql, message, hint = REFUSALS[name]
+    with pytest.raises(PolicyViolationError) as raised:
+        run(service, sql)
+    assert raised.value.sqlstate == "42501"
+    assert message in raised.value.message, raised.value.message
+    assert hint in (raised.value.hint or ""), raised.value.hint
+    assert ledger.history("alice") == []
+
+
+# --- the policy's timestamp bounds ------------------------------------------------------------------------
+
+BOUNDS = {
+    "toml-datetimes": ("lower = 2024-01-01T00:00:00, upper = 2024-12-31T23:59:59", None),
+    "iso-strings": ('lower = "2024-01-01 00:00:00", upper = "2024-12-31T23:59:59"', None),
+    "dates-as-midnights": ("lower = 2024-01-01, upper = 2024-12-31", None),
+    "an-offset": (
+        "lower = 2024-01-01T00:00:00Z, upper = 2024-12-31T23:59:59Z",
+        "a timestamp column is a timestamp without time zone",
+    ),
+    "not-a-timestamp": (
+        'lower = "yesterday", upper = "2024-12-31T23:59:59"',
+        "'yesterday' is not a timestamp",
+    ),
+    "upper-not-after-lower": (
+        "lower = 2024-01-01T00:00:01, upper = 2024-01-01T00:00:01",
+        "upper must be greater",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(BOUNDS))
+def test_timestamp_bounds_are_datetimes_without_a_time_zone(name: str, tmp_path: Path) -> None:
+    bounds, error = BOUNDS[name]
+    text = POLICY.replace(
+        'ts = { type = "timestamp", lower = 2024-01-01T00:00:00, upper = "2025-12-31 23:59:59" }',
+        f'ts = {{ type = "timestamp", {bounds} }}',
+    )
+    if error is not None:
+        with pytest.raises(ConfigError, match=r"columns\.ts") as raised:
+            parse_config(text, path=tmp_path / "veil.toml")
+        assert error in raised.value.message
+        return
+    dataset = parse_config(text, path=tmp_path / "veil.toml").dataset("demo")
+    assert dataset is not None
+    column = dataset.tables["events"].columns["ts"]
+    assert (column.lower, column.upper) in (
+        (datetime.datetime(2024, 1, 1), datetime.datetime(2024, 12, 31, 23, 59, 59)),
+        (datetime.datetime(2024, 1, 1), datetime.datetime(2024, 12, 31)),
+    )
+    assert type(column.lower) is datetime.datetime
+
+
+# --- a client ---------------------------------------------------------------------------------------------
+
+
+def test_a_psycopg_client_receives_timestamps_as_datetimes(
+    engine: Engine, tmp_path: Path, serve: Callable[[Path], RunningServer]
+) -> None:
+    """Over the wire (simple and extended protocol), a timestamp answer is described as ``timestamp``
+    (OID 1114) and psycopg hands back ``datetime.datetime`` values; the catalog shows the column as
+    ``timestamp without time zone``."""
+    config = tmp_path / "veil.toml"
+    config.write_text(f'[ledger]\npath = "ledger.sqlite"\n{engine.policy}', encoding="utf-8")
+    Ledger.create(tmp_path / "ledger.sqlite").close()
+    analyst = Admin(config).add_analyst(10.0, prefix="stamps")
+    server = serve(config)
+    with psycopg.connect(server.conninfo(analyst), autocommit=True) as connection:
+        connection.execute("SET veil.epsilon = 1")
+        for prepare in (False, True):
+            cursor = connection.execute(
+                "SELECT MIN(ts) AS first, date_trunc('year', ts) AS year FROM events GROUP BY 2 ORDER BY 2",
+                prepare=prepare,
+            )
+            assert [column.type_code for column in cursor.description or []] == [1114, 1114]
+            rows = cursor.fetchall()
+            assert [year for _, year in rows] == [
+                datetime.datetime(2024, 1, 1),
+                datetime.datetime(2025, 1, 1),
+            ]
+            assert all(type(first) is datetime.datetime and FIRST <= first <= LAST for first, _ in rows)
+        (data_type,) = connection.execute(
+            "SELECT data_type FROM information_schema.columns WHERE table_name = 'events' AND column_name = 'ts'"
+        ).fetchone() or (None,)
+        assert data_type == "timestamp without time zone"
+
+
+@pytest.mark.postgres
+def test_a_postgresql_timestamptz_column_is_read_in_utc(postgres_dsn: str, ledger: Ledger) -> None:
+    """A column stored as ``timestamptz`` and declared ``timestamp`` is read in UTC, whatever the session's
+    TimeZone would have been (New York, from the connection string): 23:30 at -05 is 04:30 the next day
+    in UTC, so every row falls in February."""
+    new_york = psycopg.conninfo.make_conninfo(postgres_dsn, options="-c TimeZone=America/New_York")
+    with schema_in(postgres_dsn) as schema:
+        with psycopg.connect(postgres_dsn, autocommit=True) as connection:
+            connection.execute(f"SET search_path TO {schema}")
+            connection.execute(
+                "CREATE TABLE events AS SELECT i AS pid, TIMESTAMPTZ '2024-01-31 23:30:00-05' AS ts,"
+                " NULL::timestamp AS unbounded, 'north'::text AS region FROM generate_series(1, 400) AS t(i)"
+            )
+        location = 'backend = "postgres"\n' + tomli_w.dumps({"dsn": new_york, "schema": schema})
+        text = POLICY.replace('path = "events.duckdb"\n', location)
+        dataset = parse_config(text, path=Path("/nonexistent/veil.toml")).dataset("demo")
+        assert dataset is not None and dataset.dsn is not None
+        backend, sandbox = PostgresBackend(dataset.dsn, schema=schema, pool_size=1), DuckDBBackend.sandbox()
+        service = QueryService(dataset, backend=backend, sandbox=sandbox, ledger=ledger, rng=random.Random(3))
+        try:
+            outcome = run(service, "SELECT date_trunc('month', ts) AS month, COUNT(*) FROM events GROUP BY 1")
+        finally:
+            backend.close()
+            sandbox.close()
+    assert outcome.table is not None
+    counts = dict(outcome.table.rows)
+    assert (
+        abs(counts[datetime.datetime(2024, 2, 1)] - 400) <= 2
+        and abs(counts[datetime.datetime(2024, 1, 1)]) <= 2
+    )
