@@ -7,7 +7,10 @@ CORE := $(VENV)/.installed-core
 DEMO_DIR ?= demo
 PORT ?= 5433
 
-.PHONY: demo test bench lint docs clean mutants
+.PHONY: help demo test bench lint docs clean mutants
+
+help:  ## this list
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z]+):.*## /\1\t/' | expand -t 10
 
 # `make demo` installs what serving needs; `make test` (and lint, docs, bench) the dev extras on top.
 $(CORE): pyproject.toml

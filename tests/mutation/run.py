@@ -82,10 +82,13 @@ def equivalent_mutants() -> dict[str, str]:
 
 def verdicts() -> dict[str, str]:
     """Every generated mutant's status so far ("not checked" until it has run)."""
+    from mutmut.configuration import config
     from mutmut.stats import status_by_exit_code
 
     found = {}
     for meta in Path("mutants").rglob("*.py.meta"):
+        if not config().should_mutate(str(meta.relative_to("mutants")).removesuffix(".meta")):
+            continue  # generated before it was excluded (do_not_mutate)
         data = json.loads(meta.read_text())
         for name, code in data.get("exit_code_by_key", {}).items():
             found[name] = status_by_exit_code[code]
