@@ -138,16 +138,12 @@ def reference(plan: ReleasePlan, noiseless: ReleasePlan, exact: list[tuple[objec
     values = []
     for seed in range(DRAWS):
         noisy = tuple(
-            _typed(value, m) + promised_noise(m, rng)
+            (float(value) if value is not None else 0.0) + promised_noise(m, rng)  # type: ignore[arg-type]
             for value, m in zip(row, plan.scalar_measurements, strict=True)
         )
         value = release(noiseless, [noisy], rng=random.Random(seed)).rows[0][0]
         values.append(np.nan if value is None else float(value))  # type: ignore[arg-type]
     return np.array(values)
-
-
-def _typed(value: object, measurement: Measurement) -> float:
-    return float(value) if value is not None else 0.0  # type: ignore[arg-type]
 
 
 def table_for(aggregate: str) -> str:

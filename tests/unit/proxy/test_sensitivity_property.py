@@ -28,6 +28,7 @@ from proxy.analysis.statements import PrivateQuery, classify
 from proxy.config import parse_config
 from proxy.query.planning import prepare_release
 from proxy.release.plan import ReleasePlan
+from proxy.rewrite.bound_contributions import WEIGHT_UNIT
 
 AGGREGATES = (
     "SUM(x)",
@@ -76,8 +77,7 @@ def plan_for(sql: str, lower: float, upper: float, bound: int, *, gaussian: bool
     plan, engine_sql = prepare_release(
         statement.shape, epsilon=1.0, delta=1e-6 if gaussian else 0.0, dialect="duckdb", gaussian=gaussian
     )
-    assert engine_sql is not None
-    return plan, engine_sql
+    return plan, engine_sql or ""  # "": every aggregate is a quantile, measured from histograms only
 
 
 def bounds() -> st.SearchStrategy[tuple[float, float]]:
@@ -169,3 +169,15 @@ def test_a_person_at_the_larger_magnitude_bound_reaches_the_sum_sensitivity() ->
     connection.executemany("INSERT INTO t VALUES (2, 'a', ?, 0)", [(-500.0,)] * 3)
     after = quantities(connection, engine_sql, 0)[()][0]
     assert after - before == pytest.approx(plan.measurements[0].sensitivity) == 1500.0
+
+
+@pytest.mark.parametrize(("lower", "upper"), [(-500.0, 20.0), (-9.0, -2.0), (3.0, 7.5)])
+@pytest.mark.parametrize(
+    "sql", ["SELECT MEDIAN(x) FROM t", "SELECT MAX(-x) FROM t", "SELECT MIN(x - y) FROM t"]
+)
+def test_quantile_sensitivity_is_in_rows_whatever_the_bounds(lower: float, upper: float, sql: str) -> None:
+    """A quantile is chosen from a histogram of weighted row counts (K units per row): one person moves
+    it by at most L·K units, whatever the sign or size of the bounds (those only set the grid)."""
+    plan, _ = plan_for(sql, lower, upper, 3, gaussian=False)
+    (quantile,) = plan.quantile_measurements
+    assert quantile.sensitivity == 3 * WEIGHT_UNIT and quantile.weight == WEIGHT_UNIT
