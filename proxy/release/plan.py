@@ -264,8 +264,8 @@ def split_delta(delta: float, *, gaussian_parts: int, thresholded: bool) -> tupl
     threshold takes what the equal shares leave (the largest float not above it), so the shares sum
     to ``delta`` up to one rounding and never above it. With Laplace noise, all of δ is the threshold's.
     """
-    if not gaussian_parts:
-        return 0.0, delta if thresholded else 0.0
+    if not gaussian_parts:  # the largest float not above the charged decimal (1e-3 is a hair above it)
+        return 0.0, split_epsilon(delta, 1) if thresholded else 0.0
     if not thresholded:
         return split_epsilon(delta, gaussian_parts), 0.0
     share = split_epsilon(delta, gaussian_parts + 1)
