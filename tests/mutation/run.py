@@ -122,8 +122,8 @@ def select(globs: list[str], *, rerun: str, sample: int, seed: int) -> list[str]
     chosen = sorted(name for name in status if any(fnmatch.fnmatchcase(name, g) for g in globs))
     if rerun == "none":
         chosen = [name for name in chosen if status[name] == "not checked"]
-    elif rerun == "survivors":
-        chosen = [name for name in chosen if status[name] not in KILLED]
+    elif rerun == "survivors":  # ran, and not killed: after adding tests
+        chosen = [name for name in chosen if status[name] not in KILLED and status[name] != "not checked"]
     if sample and sample < len(chosen):
         chosen = sorted(random.Random(seed).sample(chosen, sample))
     return chosen
