@@ -44,7 +44,7 @@ $(MUTATION): $(STAMP)
 
 # PATHS: files or packages to mutate (default: all the privacy-critical code, docs/testing.md);
 # CHANGED=main: only the files changed since that ref; SAMPLE=40: that many mutants at random (SEED);
-all: run mutants again that already have a verdict (after adding tests).|all: run mutants again that already have a verdict (after adding tests).
+# RERUN=survivors: run the mutants that survived again (after adding tests); RERUN=all: every mutant again.
 PATHS ?=
 CHANGED ?=
 SAMPLE ?= 0
