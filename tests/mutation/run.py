@@ -186,6 +186,21 @@ def report(globs: list[str], *, elapsed: float | None) -> dict[str, object]:
     return summary
 
 
+def trust_clean_tests() -> None:
+    """mutmut runs every covering test once without mutants before the first mutant; the stats run has
+    just run them all green, so a quick rerun of a few survivors may skip that."""
+    import mutmut.__main__ as mutmut_main
+
+    make_runner = mutmut_main.get_mutant_runner
+
+    def trusting(*args: object, **kwargs: object) -> object:
+        runner = make_runner(*args, **kwargs)  # type: ignore[arg-type]
+        runner.run_clean_tests = lambda tests: 0  # type: ignore[method-assign]
+        return runner
+
+    mutmut_main.get_mutant_runner = trusting  # type: ignore[assignment]
+
+
 def _row(counts: Counter[str], seconds: float) -> dict[str, object]:
     """Score: killed / (killed + survived), equivalent mutants and unchecked ones left out."""
     checked = counts["killed"] + counts["survived"]
@@ -201,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--changed", metavar="BASE", nargs="?", const="main", help="files changed since BASE")
     parser.add_argument("--sample", type=int, default=0, help="run only this many mutants, chosen at random")
     parser.add_argument("--seed", type=int, default=0, help="seed of the sample")
+    parser.add_argument("--names", nargs="*", default=[], help="exactly these mutants (mutmut's names)")
     parser.add_argument(
         "--rerun",
         choices=("none", "survivors", "all"),
@@ -208,6 +224,11 @@ def main(argv: list[str] | None = None) -> int:
         help="also run mutants that already have a verdict: the survivors (after adding tests), or all",
     )
     parser.add_argument("--report-only", action="store_true", help="write the report, run nothing")
+    parser.add_argument(
+        "--trust-clean",
+        action="store_true",
+        help="skip mutmut's run of the covering tests without mutants (minutes); only after a green stats run",
+    )
     args = parser.parse_args(argv)
     paths = args.paths or (changed_paths(args.changed) if args.changed else list(PACKAGES))
     if not paths:
@@ -221,10 +242,13 @@ def main(argv: list[str] | None = None) -> int:
         config().debug = True
     if not args.report_only:
         generate()
-        names = select(globs, rerun=args.rerun, sample=args.sample, seed=args.seed)
+        names = args.names or select(globs, rerun=args.rerun, sample=args.sample, seed=args.seed)
         print(f"{len(names)} mutants to run in {', '.join(paths)}", flush=True)
         if names:
             from mutmut.__main__ import _run
+
+            if args.trust_clean:
+                trust_clean_tests()
 
             _run(names, max_children=int(os.environ.get("MUTANTS_CHILDREN", "1")))
     summary = report(globs, elapsed=None if args.report_only else round(time.monotonic() - started))
