@@ -7,7 +7,7 @@ squares behind VAR/STDDEV, say) from a noisy one. Here, per mechanism and per ag
   sample: the same post-processing applied to the exact quantities plus noise drawn *by this test* from
   each measurement's promised law — discrete Laplace of scale Δ/ε on integer quantities, Laplace of scale
   Δ/ε on real ones, N(0, σ²) with the measurement's σ for Gaussian noise. The two samples must have
-  the same spread (Brown–Forsythe test) and the same centre (Welch's t on the medians' side: a
+  the same spread (Brown–Forsythe test) and the same location (a
   Mann–Whitney test) — each check fails when its two-sided p-value is below 1e-6, which under a correct
   release happens with probability 1e-6 (asymptotically; the tests are distribution-free or robust);
 * where the aggregate *is* the quantity (COUNT, SUM), its sample variance is checked against the promised
