@@ -7,7 +7,10 @@ CORE := $(VENV)/.installed-core
 DEMO_DIR ?= demo
 PORT ?= 5433
 
-.PHONY: demo test bench lint docs clean
+.PHONY: help demo test bench lint docs clean mutants
+
+help:  ## this list
+	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z]+):.*## /\1\t/' | expand -t 10
 
 # `make demo` installs what serving needs; `make test` (and lint, docs, bench) the dev extras on top.
 $(CORE): pyproject.toml
@@ -34,6 +37,24 @@ test: $(STAMP)  ## the whole suite, as CI runs it
 bench: $(STAMP)  ## benchmarks; results go into docs/benchmarks.md
 	$(BIN)/python -m pytest -q -m bench tests/bench -s
 
+MUTATION := $(VENV)/.installed-mutation
+$(MUTATION): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,mutation]'
+	touch $(MUTATION)
+
+# PATHS: files or packages to mutate (default: all the privacy-critical code, docs/testing.md);
+# CHANGED=main: only the files changed since that ref; SAMPLE=40: that many mutants at random (SEED);
+# RERUN=survivors: run the mutants that survived again (after adding tests); RERUN=all: every mutant again.
+PATHS ?=
+CHANGED ?=
+SAMPLE ?= 0
+SEED ?= 0
+RERUN ?= none
+mutants: $(MUTATION)  ## mutation testing (not part of `make test`); report in mutants/veil-report.md
+	PYTHONPATH=$(CURDIR)/mutants nice -n 10 $(BIN)/python tests/mutation/run.py \
+		$(if $(PATHS),--paths $(PATHS)) $(if $(CHANGED),--changed $(CHANGED)) \
+		--sample $(SAMPLE) --seed $(SEED) --rerun $(RERUN)
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -42,4 +63,4 @@ docs: $(STAMP)  ## regenerate docs/cli.md, errors.md, settings.md and the functi
 	$(BIN)/python -m proxy.cli.reference_docs
 
 clean:
-	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache
+	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache mutants

@@ -81,6 +81,54 @@ def discrete_laplace_mechanism(value: int, *, sensitivity: float, epsilon: float
     return int(value) + sample_discrete_laplace(scale, rng=rng)
 
 
+def discrete_laplace_upper_tail(*, sensitivity: float, epsilon: float, probability: float) -> float:
+    """t with P[discrete_laplace_mechanism(v, …) > v + t] <= ``probability`` for every integer v.
+
+    The noise K of scale s has P[K >= m] = p^m/(1+p) for m >= 1, p = exp(-1/s), so t = m - 1 for the
+    smallest such m. Why not the continuous t = s·ln(1/(2·probability)): P[K > t] = P[K >= ⌊t⌋ + 1] exceeds
+    ½·exp(-t/s) by up to the factor 2/(1+p) when t is just below an integer — up to twice the probability
+    asked for at large ε (τ-thresholding, docs/privacy.md).
+    """
+    scale = _round_up(_exact_scale(sensitivity=sensitivity, epsilon=epsilon))
+    return float(_tail_point(scale, probability) - 1)
+
+
+def laplace_upper_tail(*, sensitivity: float, epsilon: float, probability: float) -> float:
+    """t with P[laplace_mechanism(v, …) > v + t] <= ``probability`` for every real v, snapping included.
+
+    The output is γ·(round(v/γ) + K) <= v + γ/2 + γ·K with K discrete Laplace in grid units, so
+    t = γ·(m - 1/2) for the smallest m with P[K >= m] <= ``probability`` — about
+    (Δ/ε)·ln(1/(2·probability)), plus at most one grid step.
+    """
+    step, grid_scale = _grid(sensitivity, epsilon)
+    return float(step * (_tail_point(grid_scale, probability) - Fraction(1, 2)))
+
+
+_TAIL_SAFETY = 1e-9  # relative slack for the float evaluation of p^m/(1+p): the tail is never under-stated
+
+
+def _tail_point(scale: Fraction, probability: float) -> int:
+    """The smallest m >= 1 with P[K >= m] = p^m/(1+p) <= ``probability``, K discrete Laplace of ``scale``."""
+    if not 0 < probability < 1:
+        raise MechanismError(
+            f"probability must be strictly between 0 and 1, got {probability!r}",
+            hint="pass the share of delta the tail may exceed, e.g. delta / max_contributions",
+        )
+    s = float(scale)
+    log_one_plus_p = math.log1p(math.exp(-1 / s))
+    limit = math.log(probability) + math.log1p(-_TAIL_SAFETY)
+
+    def exceeds(m: int) -> bool:  # log P[K >= m] > log(probability), with the safety slack
+        return -m / s - log_one_plus_p > limit
+
+    m = max(1, math.ceil(-(limit + log_one_plus_p) * s))
+    while m > 1 and not exceeds(m - 1):
+        m -= 1
+    while exceeds(m):
+        m += 1
+    return m
+
+
 def laplace_grid_step(*, sensitivity: float, epsilon: float) -> float:
     """The grid γ of :func:`laplace_mechanism`: the largest power of two <= min(Δ, Δ/epsilon) / 2**20.
 

@@ -54,6 +54,9 @@ REQUIRE_CLIENTS_VARIABLE = "VEIL_REQUIRE_CLIENTS"
 # In CI (CI=true) property tests draw the same examples every run, and a failure prints the blob that
 # replays it (@reproduce_failure): a red CI is then reproducible, not a flake. Locally they explore.
 settings.register_profile("ci", derandomize=True, print_blob=True)
+# `make mutants` (docs/testing.md): the same examples for every mutant, and no deadline — the mutants'
+# trampolines and a loaded machine make timings meaningless there
+settings.register_profile("mutants", derandomize=True, deadline=None)
 if os.environ.get("CI") == "true":
     settings.load_profile("ci")
 

@@ -583,13 +583,6 @@ class QueryService:
         parts = self._plan_union(query, principal=principal, settings=settings)
         columns = _union_columns([part.columns for part in parts])
         plans, tables, cost = self._measure_union(parts, text, principal=principal, settings=settings)
-        shown = _presentation(settings)
-        answered = [
-            self._postprocess(plan.shape, present(plan, table, shown))
-            for plan, table in zip(plans, tables, strict=True)
-        ]
-        rows = [row for table in answered for row in _converted(table, columns)]
-        table = self._union_postprocess(ReleasedTable(columns, rows), query)
         stored = [part.stored is not None for part in parts]
         if cost is None:
             notices = [self._spent_notice(principal, "", cached=True)]
@@ -598,6 +591,17 @@ class QueryService:
             notices = [self._spent_notice(principal, _union_description(cost, plans, stored), cached=False)]
             fresh = [plan for plan, hit in zip(plans, stored, strict=True) if not hit]
             charge = self._union_charge(cost, fresh, cached=False)
+        shown = _presentation(settings)
+        try:
+            answered = [
+                self._postprocess(plan.shape, present(plan, table, shown))
+                for plan, table in zip(plans, tables, strict=True)
+            ]
+            rows = [row for table in answered for row in _converted(table, columns)]
+            table = self._union_postprocess(ReleasedTable(columns, rows), query)
+        except ProxyError as error:  # after the noise: the spend stands, and the error (and audit) say so
+            error.charge = charge
+            raise
         notices += [note for plan, part in zip(plans, tables, strict=True) for note in null_notes(plan, part)]
         if settings.get("veil.show_error") == "on":
             bounds = "; ".join(
@@ -805,7 +809,11 @@ class QueryService:
         settings: SessionSettings,
         cached: bool,
     ) -> StatementOutcome:
-        table = self._postprocess(plan.shape, present(plan, noisy, _presentation(settings)))
+        try:
+            table = self._postprocess(plan.shape, present(plan, noisy, _presentation(settings)))
+        except ProxyError as error:  # after the noise: the spend stands, and the error (and audit) say so
+            error.charge = self._charge(plan, cached=cached)
+            raise
         notices = [
             self._spent_notice(principal, plan.describe(), cached=cached, partition=plan.shape.partition),
             *null_notes(plan, noisy),

@@ -76,10 +76,11 @@ def release(
     released: list[dict[Quantity, int | float]] = []
     for cell in cells:
         values = exact.get(cell, (None,) * len(scalars))
-        noisy = {m.quantity: _noisy(m, v, rng=rng) for m, v in zip(scalars, values, strict=True)}
+        drawn = [(m, _noisy(m, v, rng=rng, rounded=False)) for m, v in zip(scalars, values, strict=True)]
+        noisy = {m.quantity: _rounded(m, value) for m, value in drawn}
         noisy |= {m.quantity: _quantile(m, histograms, cell, rng=rng) for m in plan.quantile_measurements}
         noisy |= {m.quantity: _mode(m, histograms, cell, rng=rng) for m in plan.mode_measurements}
-        if plan.threshold is not None and noisy[THRESHOLD_QUANTITY] <= plan.threshold:
+        if plan.threshold is not None and _gate(drawn) <= plan.threshold:
             continue  # too few people share this data-derived key to show that it exists
         rows.append(cell + _aggregate_row(plan.shape.aggregates, noisy, spread))
         released.append(noisy)
@@ -161,21 +162,38 @@ def _other_row(
     return keys + tuple(value for value, _ in pairs) + tuple(rounded)
 
 
+def _gate(drawn: Sequence[tuple[Measurement, int | float]]) -> int | float:
+    """The noisy people count that decides whether a data-derived key is shown, *unrounded*: τ is
+    calibrated on the tail of the noise itself (``key_threshold``), and a count rounded up past τ would
+    pass more often than δ allows."""
+    return next(value for m, value in drawn if m.quantity == THRESHOLD_QUANTITY)
+
+
+def _rounded(measurement: Measurement, noisy: int | float) -> int | float:
+    """An integer quantity measured on a grid is released rounded: post-processing."""
+    return round(noisy) if measurement.integer_output and not measurement.exact_integer else noisy
+
+
 def _noisy(
-    measurement: Measurement, value: int | float | Decimal | None, *, rng: RandomSource
+    measurement: Measurement,
+    value: int | float | Decimal | None,
+    *,
+    rng: RandomSource,
+    rounded: bool = True,
 ) -> int | float:
     """An empty cell's SUM is NULL in SQL; before noise it is the zero it stands for."""
     exact = 0 if value is None else value
     if measurement.gaussian:
-        return _gaussian(measurement, exact, rng=rng)
-    if measurement.exact_integer:
-        return discrete_laplace_mechanism(
+        noisy = _gaussian(measurement, exact, rng=rng)
+    elif measurement.exact_integer:
+        noisy = discrete_laplace_mechanism(
             int(exact), sensitivity=measurement.sensitivity, epsilon=measurement.epsilon, rng=rng
         )
-    noisy = laplace_mechanism(
-        float(exact), sensitivity=measurement.sensitivity, epsilon=measurement.epsilon, rng=rng
-    )
-    return round(noisy) if measurement.integer_output else noisy  # rounding is post-processing
+    else:
+        noisy = laplace_mechanism(
+            float(exact), sensitivity=measurement.sensitivity, epsilon=measurement.epsilon, rng=rng
+        )
+    return _rounded(measurement, noisy) if rounded else noisy
 
 
 def _gaussian(measurement: Measurement, exact: int | float | Decimal, *, rng: RandomSource) -> int | float:
@@ -186,8 +204,7 @@ def _gaussian(measurement: Measurement, exact: int | float | Decimal, *, rng: Ra
     }
     if measurement.exact_integer:
         return discrete_gaussian_mechanism(int(exact), rng=rng, **parameters)
-    noisy = gaussian_mechanism(float(exact), rng=rng, **parameters)
-    return round(noisy) if measurement.integer_output else noisy  # rounding is post-processing
+    return gaussian_mechanism(float(exact), rng=rng, **parameters)
 
 
 def _quantile(

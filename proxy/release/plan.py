@@ -20,7 +20,7 @@ from mechanisms.gaussian import (
     discrete_gaussian_upper_tail,
     gaussian_upper_tail,
 )
-from mechanisms.laplace import laplace_error_bound
+from mechanisms.laplace import discrete_laplace_upper_tail, laplace_error_bound, laplace_upper_tail
 from mechanisms.mode import mode_count_gap_bound
 from mechanisms.quantile import quantile_rank_error_bound
 from proxy.analysis.quantities import (
@@ -264,8 +264,8 @@ def split_delta(delta: float, *, gaussian_parts: int, thresholded: bool) -> tupl
     threshold takes what the equal shares leave (the largest float not above it), so the shares sum
     to ``delta`` up to one rounding and never above it. With Laplace noise, all of δ is the threshold's.
     """
-    if not gaussian_parts:
-        return 0.0, delta if thresholded else 0.0
+    if not gaussian_parts:  # the largest float not above the charged decimal (1e-3 is a hair above it)
+        return 0.0, split_epsilon(delta, 1) if thresholded else 0.0
     if not thresholded:
         return split_epsilon(delta, gaussian_parts), 0.0
     share = split_epsilon(delta, gaussian_parts + 1)
@@ -384,19 +384,23 @@ def key_threshold(gate: Measurement, groups_per_person: int, delta: float) -> fl
     at most ``groups_per_person`` such keys; by the union bound all stay hidden except with probability
     δ when each passes with probability at most δ / ``groups_per_person``:
 
-    * Laplace noise of scale b: ``P(1 + Lap(b) > τ) = ½·exp(−(τ − 1)/b)``, so
-      ``τ = 1 + b·ln(groups_per_person / (2δ))``.
-    * Gaussian noise of σ: ``τ = 1 + σ·Φ⁻¹(1 − δ / groups_per_person)``, taken from the tail of the
-      noise the mechanism actually adds (discrete, or on its grid), so a little above that.
+    * Laplace noise of scale b: about ``τ = 1 + b·ln(groups_per_person / (2δ))``, since
+      ``P(1 + Lap(b) > τ) = ½·exp(−(τ − 1)/b)``;
+    * Gaussian noise of σ: about ``τ = 1 + σ·Φ⁻¹(1 − δ / groups_per_person)``;
+
+    both taken from the tail of the noise the mechanism actually adds (discrete, or on its grid), so a
+    little above those: the continuous Laplace formula understates a discrete tail by up to a factor 2.
+    ``release`` compares the noisy count *before* rounding (a count rounded up past τ would pass more
+    often than this tail says).
     """
+    probability = _float_at_most(Fraction(delta) / groups_per_person)
     if gate.gaussian:
         tail = discrete_gaussian_upper_tail if gate.exact_integer else gaussian_upper_tail
-        probability = _float_at_most(Fraction(delta) / groups_per_person)
         return 1.0 + tail(
             sensitivity=gate.sensitivity, epsilon=gate.epsilon, delta=gate.delta, probability=probability
         )
-    scale = gate.sensitivity / gate.epsilon
-    return 1.0 + scale * math.log(groups_per_person / (2.0 * delta))
+    laplace_tail = discrete_laplace_upper_tail if gate.exact_integer else laplace_upper_tail
+    return 1.0 + laplace_tail(sensitivity=gate.sensitivity, epsilon=gate.epsilon, probability=probability)
 
 
 def _float_at_most(number: Fraction) -> float:

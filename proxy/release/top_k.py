@@ -165,14 +165,15 @@ def price_top_k(shape: QueryShape, *, epsilon: float, delta: float) -> TopKPlan:
         exact_integer=False,
         integer_output=True,
     )
-    threshold = key_threshold(gate, bound, delta)
+    threshold_delta = split_epsilon(delta, 1)  # the largest float not above the charged decimal δ
+    threshold = key_threshold(gate, bound, threshold_delta)
     return TopKPlan(
         shape,
         (gate, counts),
         epsilon,
         delta,
         threshold,
-        threshold_delta=delta,
+        threshold_delta=threshold_delta,
         selection=selection,
     )
 

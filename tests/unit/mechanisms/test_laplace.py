@@ -227,3 +227,16 @@ def test_error_bound_rejects_a_confidence_outside_0_1(confidence: float) -> None
 def test_error_bound_rejects_a_bad_output_count(outputs: int) -> None:
     with pytest.raises(MechanismError, match="outputs must be a whole number >= 1"):
         laplace_error_bound(sensitivity=1.0, epsilon=1.0, outputs=outputs)
+
+
+@pytest.mark.parametrize(
+    ("sensitivity", "noise_scale", "hint"),
+    [
+        (0.0, 1.0, "check the column's lower/upper bounds and max_contributions"),
+        (1.0, -2.0, "noise_scale = sensitivity / epsilon"),
+    ],
+)
+def test_privacy_loss_refusals_say_how_to_fix_them(sensitivity: float, noise_scale: float, hint: str) -> None:
+    with pytest.raises(MechanismError, match="must be a finite number greater than 0") as refused:
+        laplace_privacy_loss(sensitivity=sensitivity, noise_scale=noise_scale)
+    assert refused.value.hint == hint
