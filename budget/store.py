@@ -32,6 +32,9 @@ Row = tuple[Any, ...]
 CREATE_HINT = "run `veil init-demo`, or set ledger.path in veil.toml to an existing ledger"
 
 
+_DAMAGE_CODES = (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)  # damage, as opposed to locks or I/O
+
+
 class Transaction(Protocol):
     def execute(self, sql: str, parameters: Sequence[object] = ()) -> list[Row]: ...
 
@@ -128,8 +131,13 @@ class SQLiteStore:
     def check_integrity(self) -> None:
         """SQLite's ``quick_check`` of every page: a ledger with corrupt pages may open, then fail on
         the first spend or login; ``veil serve`` refuses to start on one instead."""
-        with self.transaction(write=False) as transaction:
-            problems = [str(row[0]) for row in transaction.execute("PRAGMA quick_check")]
+        try:
+            with self.transaction(write=False) as transaction:
+                problems = [str(row[0]) for row in transaction.execute("PRAGMA quick_check")]
+        except LedgerStoreError as error:  # some damage stops the check itself, or its COMMIT
+            if getattr(error.__cause__, "sqlite_errorcode", None) not in _DAMAGE_CODES:
+                raise
+            problems = [str(error.__cause__)]
         if problems != ["ok"]:
             raise LedgerStoreError(
                 f"the ledger at {self.location} is damaged: {problems[0]}",
