@@ -745,8 +745,10 @@ def _spark_keys(reader: _Reader, base: Path, tables: Mapping[str, TablePolicy]) 
     sources_reader = reader.child("sources")
     sources = {}
     for table in sources_reader.data:
-        if table.lower() not in tables:
-            raise sources_reader.fail(table, "names no table of this dataset; declare it under tables")
+        if not IDENTIFIER.match(table):
+            raise sources_reader.fail(
+                table, "must be a table name (letters, digits, _; not starting with a digit)"
+            )
         sources[table.lower()] = _spark_source(sources_reader, table, base)
     missing = sorted(name for name in tables if name not in sources)
     if missing and remote is None:

@@ -19,9 +19,9 @@ its own temporary views and SQL settings, one JVM); closing the dataset drops it
 * the session time zone UTC, timestamps without time zone (as the policy's ``timestamp`` type), and the
   ``CORRECTED`` date parser (the legacy one raises on some dates instead of answering NULL).
 
-**Cancel and timeout.** Every engine query runs under a tag of its own (``addTag`` in the thread that
-runs it); a CancelRequest or the statement timeout calls ``interruptTag``, which stops that query's
-Spark jobs and no other.
+**Cancel and timeout.** Every engine query runs under a job tag of its own (set in the thread that runs
+it); a CancelRequest or the statement timeout cancels the jobs with that tag — that query's and no
+other's — and keeps cancelling until the query has ended, since its later jobs start after the cancel.
 
 **Results.** A date or timestamp Python cannot hold (past year 9999, before year 1) arrives as the text
 ``'infinity'`` or ``'-infinity'``, as from the PostgreSQL backend, instead of failing the fetch. Engine
@@ -193,8 +193,13 @@ class SparkBackend:
         ``BackendUnavailableError``; the engine's text goes to the log at DEBUG."""
         session = self._ready()
         tag = f"veil-{os.getpid()}-{next(_TAGS)}"
-        with interruptible(lambda: _interrupt(session, tag), watchdog=self._watchdog):
-            return _ENGINE_THREADS.submit(_run, session, tag, sql).result()
+        finished = threading.Event()
+        stopper = _Stopper(session, tag, remote=self._remote, finished=finished)
+        try:
+            with interruptible(stopper.stop, watchdog=self._watchdog):
+                return _ENGINE_THREADS.submit(_run, session, tag, sql, self._remote).result()
+        finally:
+            finished.set()
 
     def data_version(self) -> str:
         """Every local source's files: names, sizes and modification times (a directory's files
@@ -275,15 +280,45 @@ def _files(path: Path) -> list[Path]:
     return [path] if path.exists() else []
 
 
-def _interrupt(session: SparkSession, tag: str) -> None:
-    try:
-        session.interruptTag(tag)
-    except Exception as error:  # a cancel is best effort, as in PostgreSQL
-        log.warning("could not interrupt a Spark query: %s", _first_line(error))
+class _Stopper:
+    """Cancels a query's Spark jobs by their tag — and keeps cancelling every ``RETRY_S`` until the
+    query has ended: a cancel finds only the jobs running at that moment, while a query starts its
+    first job after planning and, with adaptive execution, further jobs stage by stage."""
+
+    RETRY_S = 0.25
+
+    def __init__(self, session: SparkSession, tag: str, *, remote: bool, finished: threading.Event) -> None:
+        self._session, self._tag, self._remote, self._finished = session, tag, remote, finished
+        self._started = False
+
+    def stop(self) -> None:
+        self._cancel()
+        if not self._started:
+            self._started = True
+            threading.Thread(target=self._keep_cancelling, name="veil-spark-cancel", daemon=True).start()
+
+    def _keep_cancelling(self) -> None:
+        while not self._finished.wait(self.RETRY_S):
+            self._cancel()
+
+    def _cancel(self) -> None:
+        try:
+            if self._remote:
+                self._session.interruptTag(self._tag)
+            else:
+                self._session.sparkContext.cancelJobsWithTag(self._tag)
+        except Exception as error:  # a cancel is best effort, as in PostgreSQL
+            log.warning("could not interrupt a Spark query: %s", _first_line(error))
 
 
-def _run(session: SparkSession, tag: str, sql: str) -> tuple[Description, Rows]:
-    session.addTag(tag)
+def _run(session: SparkSession, tag: str, sql: str, remote: bool) -> tuple[Description, Rows]:
+    """In an engine thread: the tag is the thread's (Spark Connect: the session's, for this thread),
+    so every job the query starts carries it."""
+    if remote:
+        session.addTag(tag)
+    else:
+        session.sparkContext.addJobTag(tag)
+        session.sparkContext.setInterruptOnCancel(True)  # a cancelled task's thread is interrupted too
     try:
         frame = session.sql(sql)
         description = [(field.name, _type_name(field.dataType.simpleString())) for field in frame.schema]
@@ -298,7 +333,10 @@ def _run(session: SparkSession, tag: str, sql: str) -> tuple[Description, Rows]:
             "the database engine could not run the query", hint="the server log has the details"
         ) from None
     finally:
-        session.removeTag(tag)
+        if remote:
+            session.removeTag(tag)
+        else:
+            session.sparkContext.removeJobTag(tag)
 
 
 def _collect(frame: DataFrame) -> Rows:

@@ -63,11 +63,22 @@ def error_free(condition: exp.Expression, *, table: TablePolicy, dialect: str) -
         postgres_semantics = postgres_integer_division(condition.copy(), table=table)
         return exp.Try(this=cast_to_try_cast(postgres_semantics))
     if dialect == "spark":  # no TRY in Spark: ANSI mode off (backends/spark.py) answers NULL instead
-        tried = cast_to_try_cast(spark_semantics(condition.copy(), table=table))
+        tried = cast_to_try_cast(_spark_domains(spark_semantics(condition.copy(), table=table), table))
         for node in tried.find_all(exp.TryCast):
             node.set("safe", True)  # sqlglot writes an unsafe TRY_CAST as Spark's (ANSI-dependent) CAST
         return tried
     return _postgres_error_free(condition, table)
+
+
+def _spark_domains(expression: exp.Expression, table: TablePolicy) -> exp.Expression:
+    """Spark answers NaN or ±Infinity where PostgreSQL fails (DuckDB's TRY: NULL): square roots,
+    logarithms, exponentials and powers are computed only where defined, as for PostgreSQL."""
+
+    def guard(node: exp.Expression) -> exp.Expression:
+        rule = _DOMAIN_RULES.get(type(node))
+        return rule(node, node, table) if rule is not None else node
+
+    return transform_post_order(expression, guard)
 
 
 def cast_to_try_cast(expression: exp.Expression) -> exp.Expression:
@@ -373,4 +384,12 @@ POSTGRES_RULES: dict[type[exp.Expression], Rule] = {  # one per REWRITTEN entry 
     exp.Extract: _date_part,
     exp.TimestampTrunc: _truncated,
     exp.DateTrunc: _truncated,
+}
+
+_DOMAIN_RULES: dict[type[exp.Expression], Rule] = {
+    exp.Sqrt: _square_root,
+    exp.Ln: _logarithm,
+    exp.Log: _logarithm,
+    exp.Exp: _exponential,
+    exp.Pow: _power,
 }

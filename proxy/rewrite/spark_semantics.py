@@ -64,6 +64,13 @@ def _rule(node: exp.Expression, table: TablePolicy) -> Callable[[exp.Expression]
             return _days_between
     if isinstance(node, exp.Cast | exp.TryCast) and _unbounded_decimal(node.to):
         return _as_double
+    if (
+        isinstance(node, exp.Cast | exp.TryCast)
+        and node.to.this in exp.DataType.INTEGER_TYPES
+        and value_kind(node.this, table=table) is Kind.NUMBER
+        and not is_integer(node.this, table)
+    ):
+        return _rounded
     if isinstance(node, exp.Extract):
         return _extract
     if isinstance(node, exp.TimestampTrunc | exp.DateTrunc):
@@ -77,6 +84,13 @@ def _integer_division(node: exp.Expression) -> exp.Expression:
 
 def _days_between(node: exp.Expression) -> exp.Expression:
     return exp.DateDiff(this=node.this, expression=node.expression)
+
+
+def _rounded(node: exp.Expression) -> exp.Expression:
+    """PostgreSQL rounds a number cast to an integer (9.75 → 10, half away from zero for NUMERIC);
+    Spark truncates (9). ROUND first: Spark's rounds half away from zero too."""
+    node.set("this", exp.Round(this=node.this))
+    return node
 
 
 def _unbounded_decimal(to: exp.DataType) -> bool:
