@@ -1160,7 +1160,7 @@ COLUMN_COLUMNS = (
 
 
 def _print_dataset(dataset: DatasetPolicy) -> None:
-    from proxy.config import POSTGRES
+    from proxy.config import POSTGRES, SPARK
     from proxy.ledger_access import mask_dsn
 
     if dataset.backend == POSTGRES:
@@ -1168,6 +1168,9 @@ def _print_dataset(dataset: DatasetPolicy) -> None:
             f"the connection string in ${dataset.dsn_env}" if dataset.dsn is None else mask_dsn(dataset.dsn)
         )
         where = f"postgres {source}, schema {dataset.schema}"
+    elif dataset.backend == SPARK:
+        sources = ", ".join(f"{name} = {source.location}" for name, source in dataset.sources.items())
+        where = f"spark {dataset.spark_remote or dataset.spark_master}" + (f" ({sources})" if sources else "")
     else:
         where = f"duckdb {dataset.path}"
     click.echo(f"\ndataset {dataset.name}: {where}")

@@ -19,15 +19,16 @@ from tests.conftest import ALICE, DATASET, Admin, RunningServer, build_demo
 from tests.sql.spark_fixture import parquet_tables
 
 pytestmark = pytest.mark.spark
-EPSILON = 5.0  # of alice's 10: the count's noise has scale 1/5·L, small against 1,000 patients
+EPSILON = 2.0  # of alice's 10, in two answers of the demo's max_epsilon 1: noise of scale ≈ 1 person
 
 
 def _spark_demo(directory: Path) -> Path:
     demo = build_demo(directory, people=1000)
     sources = parquet_tables(demo.database, directory / "parquet")
     text = demo.config.read_text()
-    assert 'path = "demo.duckdb"\n' in text
-    text = text.replace('path = "demo.duckdb"\n', 'backend = "spark"\n', 1)
+    location = 'backend = "duckdb"\npath = "demo.duckdb"\n'
+    assert location in text
+    text = text.replace(location, 'backend = "spark"\n', 1)
     text += f"\n[datasets.{DATASET}.sources]\n"
     text += "".join(f'{table} = "parquet/{name}"\n' for table, name in sources.items())
     demo.config.write_text(text)
