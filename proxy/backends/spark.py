@@ -71,7 +71,10 @@ ROOT_SETTINGS = {  # set once, when the local JVM starts
     "spark.driver.memory": "2g",
     **SESSION_SETTINGS,
 }
-INSTALL_HINT = "install it with: pip install 'veil-sql[spark]' (Spark needs Java 17 or later on the PATH)"
+INSTALL_HINT = (
+    "install it with: pip install 'veil-sql[spark]' (Spark needs Java 17 or later on the PATH; "
+    "Spark Connect also needs pip install 'pyspark[connect]')"
+)
 _MOMENT_TYPES = ("date", "timestamp", "timestamp_ntz")
 _TYPE_NAMES = {  # Spark's simple type names → the DuckDB-style names the query service reads
     "tinyint": "TINYINT",
@@ -104,6 +107,12 @@ def root_session(*, master: str | None, remote: str | None) -> Future[SparkSessi
                     f"a Spark session with master {local[0][6:]} already runs in this process",
                     hint="give every spark dataset served together the same spark_master",
                 )
+            if _ROOTS and (remote is None) != bool(local):
+                # pyspark switches the whole process to Spark Connect once a remote session exists
+                raise BackendUnavailableError(
+                    "one process serves spark datasets either with a local session or over Spark Connect",
+                    hint="give every spark dataset served together spark_master, or every one spark_remote",
+                )
             future: Future[SparkSession] = Future()
             _ROOTS[key] = future
             thread = threading.Thread(
@@ -114,35 +123,43 @@ def root_session(*, master: str | None, remote: str | None) -> Future[SparkSessi
 
 
 def _start(future: Future[SparkSession], master: str | None, remote: str | None) -> None:
+    """Resolve ``future`` whatever happens: a query waiting for the session must never wait forever."""
     try:
-        from pyspark.sql import SparkSession
-    except ImportError:
+        future.set_result(_new_session(master, remote))
+    except BackendUnavailableError as error:
+        future.set_exception(error)
+    except BaseException as error:  # Java missing, a refused connection, a warning raised as an error…
+        where, reason = remote or master, f"{type(error).__name__}: {_first_line(error)}"
+        log.warning("cannot start Spark (%s): %s", where, reason)
         future.set_exception(
             BackendUnavailableError(
-                "a spark dataset needs pyspark, which is not installed", hint=INSTALL_HINT
-            )
-        )
-        return
-    try:
-        if remote is not None:
-            session = SparkSession.builder.remote(remote).getOrCreate()
-        else:
-            builder = SparkSession.builder.master(master or "local[*]").appName("veil")
-            for name, value in ROOT_SETTINGS.items():
-                builder = builder.config(name, value)
-            session = builder.getOrCreate()
-            session.sparkContext.setLogLevel("ERROR")
-        _quiet_query_context_loggers()
-        future.set_result(session)
-    except Exception as error:  # any start-up failure is reported to the administrator
-        where = remote or master
-        log.warning("cannot start Spark (%s): %s", where, _first_line(error))
-        future.set_exception(
-            BackendUnavailableError(
-                f"cannot start Spark ({where}): {_first_line(error)}",
+                f"cannot start Spark ({where}): {reason}",
                 hint="is Java 17 or later installed, or the Spark Connect server running? " + INSTALL_HINT,
             )
         )
+
+
+def _new_session(master: str | None, remote: str | None) -> SparkSession:
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise BackendUnavailableError(
+            "a spark dataset needs pyspark, which is not installed", hint=INSTALL_HINT
+        ) from None
+    if remote is not None:
+        try:
+            return SparkSession.builder.remote(remote).getOrCreate()
+        except BaseException:
+            # pyspark marks the process as Spark Connect before it connects; undo it when it failed
+            os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+            raise
+    builder = SparkSession.builder.master(master or "local[*]").appName("veil")
+    for name, value in ROOT_SETTINGS.items():
+        builder = builder.config(name, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    _quiet_query_context_loggers()
+    return session
 
 
 def _quiet_query_context_loggers() -> None:
