@@ -97,9 +97,13 @@ _TAGS = itertools.count()
 
 def root_session(*, master: str | None, remote: str | None) -> Future[SparkSession]:
     """The process's Spark session for a master or a Connect URL, starting in the background on first
-    use. A process has one local JVM: a second local master is refused rather than silently ignored."""
+    use. A process has one local JVM: a second local master is refused rather than silently ignored. A
+    start that failed is forgotten, so the next dataset opened (``kill -HUP``'s reload) tries again."""
     key = f"remote:{remote}" if remote is not None else f"local:{master}"
     with _ROOTS_LOCK:
+        for name, started in list(_ROOTS.items()):
+            if started.done() and started.exception() is not None:
+                del _ROOTS[name]
         if key not in _ROOTS:
             local = [name for name in _ROOTS if name.startswith("local:")]
             if remote is None and local:

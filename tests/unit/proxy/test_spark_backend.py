@@ -71,7 +71,14 @@ def test_a_table_behind_a_url_is_never_the_same_version() -> None:
     backend.close()
 
 
+def test_a_failed_start_is_tried_again_by_the_next_dataset() -> None:
+    first = spark.root_session(master=None, remote=UNREACHABLE)
+    assert first.exception() is not None
+    again = spark.root_session(master=None, remote=UNREACHABLE)
+    assert again is not first and again.exception() is not None
+
+
 def test_one_process_does_not_mix_local_and_connect_sessions() -> None:
-    spark.root_session(master=None, remote=UNREACHABLE).exception()
+    spark._ROOTS["remote:sc://elsewhere:15002"] = spark.Future()  # a Connect session starting
     with pytest.raises(BackendUnavailableError, match="either with a local session or over Spark Connect"):
         spark.root_session(master="local[*]", remote=None)
