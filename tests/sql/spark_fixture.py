@@ -14,6 +14,10 @@ import tomli_w
 from proxy.backends.spark import SparkBackend
 from proxy.config import DatasetPolicy, parse_config
 
+# Spark's queries take seconds on a loaded 2-core CI machine (tens of them under a parallel bench);
+# the tests are about answers and prices, not speed: no statement of theirs may time out
+TIMEOUT_MS = 600_000
+
 
 def parquet_tables(duckdb_path: Path, directory: Path) -> dict[str, str]:
     """Every table of the DuckDB file as ``<directory>/<table>.parquet``; table → file name."""
@@ -40,7 +44,7 @@ def spark_policy(
             broken = directory / f"{table}.not-parquet"
             broken.write_text("not a Parquet file\n")
             sources[table] = broken.name
-    text = policy.replace(location, 'backend = "spark"\n', 1)
+    text = policy.replace(location, f'backend = "spark"\nstatement_timeout_ms = {TIMEOUT_MS}\n', 1)
     text += "\n" + tomli_w.dumps({"datasets": {name: {"sources": sources}}})
     spark = parse_config(text, path=directory / "veil.toml").dataset(name)
     assert spark is not None and spark.backend == "spark"
