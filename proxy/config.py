@@ -52,7 +52,12 @@ DEFAULT_ANALYSIS_PROCESSES = 2  # workers that analyse long statement texts (ser
 MIN_MAX_MESSAGE_SIZE = 1024  # below this, ordinary startup packets and queries would not fit
 DUCKDB = "duckdb"
 POSTGRES = "postgres"
-BACKENDS = (DUCKDB, POSTGRES)
+SPARK = "spark"
+BACKENDS = (DUCKDB, POSTGRES, SPARK)
+DEFAULT_SPARK_MASTER = "local[*]"
+SPARK_MASTER = re.compile(r"local(\[(\*|[1-9][0-9]*)\])?|(spark|yarn|k8s)(://\S+)?")
+SPARK_REMOTE = re.compile(r"sc://[^\s/:]+(:[0-9]{1,5})?(/;\S*)?")
+SPARK_FORMATS = ("parquet", "csv")
 DEFAULT_SCHEMA = "public"
 DEFAULT_POOL_SIZE = 4
 DEFAULT_LEDGER_FILE = "ledger.sqlite"
@@ -143,12 +148,25 @@ LIMIT_KEYS = tuple(field.name for field in dataclasses.fields(QueryLimits))
 
 
 @dataclass(frozen=True)
+class SparkSource:
+    """Where a Spark dataset's table reads its rows: a Parquet file or directory, or a CSV file with a
+    header line. The format comes from ``format`` or else from the name (``.csv``: CSV)."""
+
+    location: str  # an absolute local path, or a URL Spark reads (s3a://…, hdfs://…) as written
+    format: str
+
+
+@dataclass(frozen=True)
 class DatasetPolicy:
     """A dataset is what a client names as its database; it lives in one backend.
 
     ``backend = "duckdb"`` datasets have a ``path``. ``backend = "postgres"`` datasets have a
     connection string, given either in the file (``dsn``, never with a password) or as the name of
     an environment variable that holds it (``dsn_env``), and the ``schema`` their tables live in.
+    ``backend = "spark"`` datasets name a Spark session — ``spark_master`` (a local session,
+    ``local[*]`` by default) or ``spark_remote`` (Spark Connect, ``sc://host:port``) — and where each
+    table's rows are: ``sources`` maps a table to a Parquet or CSV path; a table without one is read
+    by name from the session's catalog, in database ``schema`` (Spark Connect only).
     This module never reads the environment: whoever starts the engine calls ``resolve_dsn``.
     """
 
@@ -170,6 +188,9 @@ class DatasetPolicy:
     response_deadline_ms: int | None = None  # constant-time release (docs/privacy.md); None: off
     cap_visibility: str = "coarse"  # what analysts see of the dataset cap: "coarse" or "exact"
     research_modes: bool = False  # mechanisms kept for reproducing papers only (veil.ttest_mode = paper)
+    spark_master: str | None = None  # spark datasets: a session in this process (local[*], spark://…)
+    spark_remote: str | None = None  # spark datasets: a Spark Connect server (sc://host:port)
+    sources: Mapping[str, SparkSource] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def cap_step(self) -> float | None:
@@ -623,10 +644,15 @@ def _dataset(reader: _Reader, name: str, base: Path, server: ServerSettings) -> 
         | {"default_epsilon", "max_epsilon", "min_epsilon", "accountant", "answer_cache", "tables"}
         | {"remember_bounds"}
         | {"response_deadline_ms", "cap_visibility", "limits", "research_modes"}
+        | {"spark_master", "spark_remote", "sources"}
     )
     backend = reader.get("backend", str, DUCKDB)
     if backend not in BACKENDS:
-        raise reader.fail("backend", 'must be "duckdb" or "postgres"')
+        raise reader.fail("backend", 'must be "duckdb", "postgres" or "spark"')
+    if backend != SPARK:
+        for key in ("spark_master", "spark_remote", "sources"):
+            if key in reader.data:
+                raise reader.fail(key, 'is only used with backend = "spark"')
     default_epsilon = _positive_number(reader, "default_epsilon", DEFAULT_EPSILON)
     max_epsilon = _positive_number(reader, "max_epsilon", DEFAULT_MAX_EPSILON)
     if default_epsilon > max_epsilon:
@@ -658,6 +684,16 @@ def _dataset(reader: _Reader, name: str, base: Path, server: ServerSettings) -> 
             max_epsilon,
             MappingProxyType(tables),
             **_postgres_keys(reader),
+            **accounting,
+        )
+    if backend == SPARK:
+        return DatasetPolicy(
+            *common,
+            None,
+            default_epsilon,
+            max_epsilon,
+            MappingProxyType(tables),
+            **_spark_keys(reader, base, tables),
             **accounting,
         )
     for key in ("dsn", "dsn_env", "schema", "pool_size"):
@@ -724,6 +760,77 @@ def _postgres_keys(reader: _Reader) -> dict[str, Any]:
     if pool_size < 1:
         raise reader.fail("pool_size", "must be a positive integer (connections kept open to PostgreSQL)")
     return {"dsn": dsn, "dsn_env": dsn_env, "schema": schema, "pool_size": pool_size}
+
+
+def _spark_keys(reader: _Reader, base: Path, tables: Mapping[str, TablePolicy]) -> dict[str, Any]:
+    """The session (``spark_master`` or ``spark_remote``, at most one) and each table's ``sources``."""
+    for key in ("path", "dsn", "dsn_env", "pool_size"):
+        if key in reader.data:
+            raise reader.fail(key, 'is not used with backend = "spark"; name each table\'s files in sources')
+    master = reader.get("spark_master", str)
+    remote = reader.get("spark_remote", str)
+    if master is not None and remote is not None:
+        raise reader.fail(
+            "spark_remote", "give spark_master (a session in this process) or spark_remote, not both"
+        )
+    if master is not None and not SPARK_MASTER.fullmatch(master):
+        raise reader.fail(
+            "spark_master", 'must be a Spark master URL such as "local[*]", "local[4]" or "spark://host:7077"'
+        )
+    if remote is not None and not SPARK_REMOTE.fullmatch(remote):
+        raise reader.fail("spark_remote", 'must be a Spark Connect URL such as "sc://host:15002"')
+    sources_reader = reader.child("sources")
+    sources = {}
+    for table in sources_reader.data:
+        if not IDENTIFIER.match(table):
+            raise sources_reader.fail(
+                table, "must be a table name (letters, digits, _; not starting with a digit)"
+            )
+        sources[table.lower()] = _spark_source(sources_reader, table, base)
+    missing = sorted(name for name in tables if name not in sources)
+    if missing and remote is None:
+        raise reader.fail(
+            "sources",
+            f"table {missing[0]} has no source; a local Spark session reads every table from files",
+            hint=f'add sources.{missing[0]} = "path/to/{missing[0]}.parquet" (a Parquet file or directory, or a .csv)',
+        )
+    return {
+        "spark_master": None if remote is not None else (master or DEFAULT_SPARK_MASTER),
+        "spark_remote": remote,
+        "sources": MappingProxyType(sources),
+        "schema": _spark_schema(reader),
+    }
+
+
+def _spark_source(reader: _Reader, table: str, base: Path) -> SparkSource:
+    """``visits = "data/visits.parquet"`` or ``visits = { path = "v.csv", format = "csv" }``."""
+    value = reader.data[table]
+    if isinstance(value, str):
+        entry = {"path": value}
+        where = reader
+    elif isinstance(value, Mapping):
+        where = reader.child(table)
+        where.reject_unknown({"path", "format"})
+        entry = dict(value)
+    else:
+        raise reader.fail(table, 'must be a path string or a table { path = "…", format = "parquet" }')
+    path_text = entry.get("path")
+    if not isinstance(path_text, str) or not path_text.strip():
+        raise where.fail("path" if where is not reader else table, "must be a non-empty path string")
+    default = "csv" if path_text.lower().endswith(".csv") else "parquet"
+    file_format = entry.get("format", default)
+    if file_format not in SPARK_FORMATS:
+        raise where.fail("format", 'must be "parquet" or "csv"')
+    location = path_text if "://" in path_text else str((base / path_text).resolve())
+    return SparkSource(location, file_format)
+
+
+def _spark_schema(reader: _Reader) -> str:
+    """The catalog database of tables without a source; Spark's own default is ``default``."""
+    schema = reader.get("schema", str, "default")
+    if not IDENTIFIER.match(schema):
+        raise reader.fail("schema", "must be a database name (letters, digits, _; not starting with a digit)")
+    return schema.lower()
 
 
 def _check_dsn_env(reader: _Reader, dsn_env: str | None) -> None:

@@ -23,6 +23,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -50,6 +51,7 @@ POSTGRES_DSN_VARIABLE = "VEIL_TEST_POSTGRES_DSN"
 
 
 REQUIRE_CLIENTS_VARIABLE = "VEIL_REQUIRE_CLIENTS"
+REQUIRE_SPARK_VARIABLE = "VEIL_REQUIRE_SPARK"
 
 # In CI (CI=true) property tests draw the same examples every run, and a failure prints the blob that
 # replays it (@reproduce_failure): a red CI is then reproducible, not a flake. Locally they explore.
@@ -287,6 +289,30 @@ def postgres_dsn() -> str:
             f"{reason}; set {POSTGRES_DSN_VARIABLE}, or {REQUIRE_POSTGRES_VARIABLE}=1 to make this an error"
         )
     return dsn
+
+
+@pytest.fixture(scope="session")
+def spark_ready() -> None:
+    """The process's local Spark session, started once for the whole test session (5–15 s); skips (or,
+    with VEIL_REQUIRE_SPARK=1, fails) when pyspark or Java is missing. Every spark dataset of the tests
+    uses the default master, local[*], so they all share it."""
+    from proxy.backends.spark import root_session
+    from proxy.config import DEFAULT_SPARK_MASTER
+    from proxy.errors import ProxyError
+
+    try:
+        import pyspark  # noqa: F401
+
+        if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+            raise RuntimeError("Java is not installed (no java on the PATH, no JAVA_HOME)")
+        root_session(master=DEFAULT_SPARK_MASTER, remote=None).result()
+    except (ImportError, RuntimeError, ProxyError) as error:
+        reason = f"Spark is not available ({type(error).__name__}: {error})"
+        if os.environ.get(REQUIRE_SPARK_VARIABLE) == "1":
+            pytest.fail(f"{REQUIRE_SPARK_VARIABLE}=1 but {reason}", pytrace=False)
+        pytest.skip(
+            f"{reason}; pip install 'veil-sql[spark]', or {REQUIRE_SPARK_VARIABLE}=1 to make this an error"
+        )
 
 
 @contextlib.contextmanager

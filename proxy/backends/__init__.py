@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from proxy.backends.base import Backend
-from proxy.config import DUCKDB, POSTGRES, DatasetPolicy
+from proxy.config import DUCKDB, POSTGRES, SPARK, DatasetPolicy
 
-DIALECTS = {DUCKDB: "duckdb", POSTGRES: "postgres"}
+DIALECTS = {DUCKDB: "duckdb", POSTGRES: "postgres", SPARK: "spark"}
 
 
 def dialect_of(dataset: DatasetPolicy) -> str:
@@ -21,7 +21,8 @@ def dialect_of(dataset: DatasetPolicy) -> str:
 
 
 def open_backend(dataset: DatasetPolicy, *, environ: Mapping[str, str]) -> Backend:
-    """The dataset's engine, opened: DuckDB on ``path``, or a PostgreSQL pool on ``dsn``/``dsn_env``,
+    """The dataset's engine, opened: DuckDB on ``path``, a PostgreSQL pool on ``dsn``/``dsn_env``, or
+    a Spark session (started in the background, once per process) over the tables' ``sources``,
     each stopping engine queries that outlive the dataset's ``statement_timeout_ms``.
 
     Raises ``BackendUnavailableError`` (or ``ConfigError``
@@ -34,6 +35,17 @@ def open_backend(dataset: DatasetPolicy, *, environ: Mapping[str, str]) -> Backe
             dataset.resolve_dsn(environ),
             schema=dataset.schema,
             pool_size=dataset.pool_size,
+            statement_timeout_ms=dataset.statement_timeout_ms,
+        )
+    if dataset.backend == SPARK:
+        from proxy.backends.spark import SparkBackend
+
+        return SparkBackend(
+            master=dataset.spark_master,
+            remote=dataset.spark_remote,
+            sources=dataset.sources,
+            catalog_tables=tuple(name for name in dataset.tables if name not in dataset.sources),
+            schema=dataset.schema,
             statement_timeout_ms=dataset.statement_timeout_ms,
         )
     from proxy.backends.duckdb import DuckDBBackend

@@ -115,24 +115,38 @@ def entry_json(entry: Mapping[str, Any]) -> dict[str, Any]:
     return plain(entry)  # type: ignore[no-any-return]
 
 
-def check_with_table(config_path: Path, *, dataset: str, table: str, entry: Mapping[str, Any]) -> VeilConfig:
+def check_with_table(
+    config_path: Path, *, dataset: str, table: str, entry: Mapping[str, Any], source: str | None = None
+) -> VeilConfig:
     """The policy as it would be with the table added — validated, nothing written (``--dry-run``)."""
-    text = with_table(config_path, read_policy_text(config_path), dataset=dataset, table=table, entry=entry)
+    text = with_table(
+        config_path, read_policy_text(config_path), dataset=dataset, table=table, entry=entry, source=source
+    )
     return parse_config(text, path=config_path)
 
 
 def add_table(
-    config_path: Path, *, dataset: str, table: str, entry: Mapping[str, Any]
+    config_path: Path, *, dataset: str, table: str, entry: Mapping[str, Any], source: str | None = None
 ) -> tuple[VeilConfig, str]:
     """Add the table to the policy file, keeping the rest of it as it is; returns the new policy and
-    the file's previous text (to put back if what follows fails)."""
+    the file's previous text (to put back if what follows fails). ``source``: a Spark dataset's path
+    of the table's files, written to its ``sources``."""
     previous = read_policy_text(config_path)  # read now, not when the import began: keep edits made since
-    text = with_table(config_path, previous, dataset=dataset, table=table, entry=entry)
+    text = with_table(config_path, previous, dataset=dataset, table=table, entry=entry, source=source)
     return write_policy_text(config_path, text), previous
 
 
-def with_table(path: Path, original: str, *, dataset: str, table: str, entry: Mapping[str, Any]) -> str:
-    """``original`` with the table's section added after the dataset's other tables."""
+def with_table(
+    path: Path,
+    original: str,
+    *,
+    dataset: str,
+    table: str,
+    entry: Mapping[str, Any],
+    source: str | None = None,
+) -> str:
+    """``original`` with the table's section added after the dataset's other tables (and, given a
+    ``source``, the table's entry in the dataset's ``sources``)."""
     document = tomlkit.parse(original)
     datasets = document["datasets"]
     assert isinstance(datasets, Mapping)
@@ -145,6 +159,10 @@ def with_table(path: Path, original: str, *, dataset: str, table: str, entry: Ma
         if "tables" not in container:
             container["tables"] = tomlkit.table(is_super_table=True)
         container["tables"][table] = added
+        if source is not None:
+            if "sources" not in container:
+                container["sources"] = tomlkit.table()
+            container["sources"][table] = source
     except (ValueError, TypeError, tomlkit.exceptions.TOMLKitError) as error:
         raise _cannot_edit(path, name, table, str(error)) from None
     text = tomlkit.dumps(document)
@@ -154,6 +172,8 @@ def with_table(path: Path, original: str, *, dataset: str, table: str, entry: Ma
     expected["datasets"][name].setdefault("tables", {})[table] = tomllib.loads(section)["datasets"][name][
         "tables"
     ][table]
+    if source is not None:
+        expected["datasets"][name].setdefault("sources", {})[table] = source
     if tomllib.loads(text) != expected:
         raise _cannot_edit(path, name, table, "the edit would have changed other settings")
     return text

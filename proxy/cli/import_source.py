@@ -85,7 +85,8 @@ class SourceFile:
     def reader(self) -> tuple[str, list[object]]:
         """The FROM item reading the file, and its parameters (bound, never interpolated)."""
         if self.format == PARQUET:
-            return "read_parquet($1)", [str(self.path)]
+            files = self.path / "**" / "*.parquet" if self.path.is_dir() else self.path
+            return "read_parquet($1)", [str(files)]
         arguments = ["header = true", "encoding = $2"]
         parameters: list[object] = [str(self.path), self.encoding]
         for position, (name, value) in enumerate(self.options.items(), start=3):
@@ -104,7 +105,19 @@ class SourceSummary:
 
 
 def open_source(connection: duckdb.DuckDBPyConnection, path: Path, *, encoding: str | None) -> SourceFile:
-    """Tell the format from the extension and, for a CSV file, settle the dialect to read it with."""
+    """Tell the format from the extension and, for a CSV file, settle the dialect to read it with. A
+    directory is read as the Parquet files in it (a Spark or Hive-style table directory)."""
+    if path.is_dir():
+        if encoding is not None:
+            raise ConfigError(
+                "--encoding applies to CSV files only", detail="a Parquet file stores its text as UTF-8"
+            )
+        if not any(path.rglob("*.parquet")):
+            raise ConfigError(
+                f"{path}: the directory holds no .parquet file",
+                hint="give a CSV or Parquet file, or a directory of Parquet files",
+            )
+        return SourceFile(path, PARQUET)
     file_format = _format(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such file")

@@ -2,7 +2,8 @@
 
 DuckDB reads the file in every case (proxy/cli/import_source.py). A ``backend = "duckdb"`` dataset
 gets the table in its file (``CREATE TABLE … AS SELECT … FROM read_csv(…)``); a ``backend =
-"postgres"`` dataset gets it in its ``schema``: ``CREATE TABLE`` with the types of
+"postgres"`` dataset gets it in its ``schema``; a ``backend = "spark"`` dataset reads the file (or a
+directory of Parquet files) where it is, so only the policy is written, with the path in ``sources``. A postgres dataset's table: ``CREATE TABLE`` with the types of
 proxy/cli/import_types.py, then the rows streamed from DuckDB with ``COPY … FROM STDIN (FORMAT
 BINARY)``, all in one transaction (DuckDB's own postgres extension would have to be downloaded, so it
 is not used). The PostgreSQL user of the dataset's DSN needs ``CREATE`` on the schema for this; the
@@ -54,8 +55,10 @@ from proxy.cli.import_source import (
 )
 from proxy.cli.import_types import FileColumn, ImportColumn, needs_range, policy_type, storage
 from proxy.config import (
+    DUCKDB,
     IDENTIFIER,
     POSTGRES,
+    SPARK,
     DatasetPolicy,
     TablePolicy,
     VeilConfig,
@@ -82,6 +85,7 @@ class ImportPlan:
     rows: int
     entry: Mapping[str, Any]
     dsn: str | None = field(default=None, repr=False)  # a postgres dataset's, resolved up front
+    spark_source: str | None = None  # a spark dataset's: the path its sources entry names
 
     @property
     def public_table(self) -> bool:
@@ -213,15 +217,30 @@ def plan_import(
             public_table=public_table,
             key=key,
         )
-        rows, columns = _stored_columns(scratch, file, found, backend=dataset_policy.backend)
+        # a Spark dataset stores nothing (it reads the file where it is): DuckDB's storage rules suffice
+        stored_as = DUCKDB if dataset_policy.backend == SPARK else dataset_policy.backend
+        rows, columns = _stored_columns(scratch, file, found, backend=stored_as)
         if "key" in entry:
             _check_unique_key(scratch, file, next(c for c in columns if c.name == entry["key"]))
-    check_with_table(config_path, dataset=dataset_policy.name, table=table, entry=entry)
-    return ImportPlan(config_path, dataset_policy, table, file, tuple(columns), rows, entry, dsn)
+    spark_source = _spark_source(config_path, source) if dataset_policy.backend == SPARK else None
+    check_with_table(config_path, dataset=dataset_policy.name, table=table, entry=entry, source=spark_source)
+    return ImportPlan(
+        config_path, dataset_policy, table, file, tuple(columns), rows, entry, dsn, spark_source
+    )
 
 
 def apply_import(plan: ImportPlan) -> TablePolicy:
-    """Create and fill the table, and declare it in the policy: both, or neither."""
+    """Create and fill the table, and declare it in the policy: both, or neither. A Spark dataset
+    reads the file or directory where it is: only the policy is written (the table and its source)."""
+    if plan.dataset.backend == SPARK:
+        written, _ = add_table(
+            plan.config_path,
+            dataset=plan.dataset.name,
+            table=plan.table,
+            entry=plan.entry,
+            source=plan.spark_source,
+        )
+        return written.datasets[plan.dataset.name].tables[plan.table]
     if plan.dataset.backend == POSTGRES:
         assert plan.dsn is not None, "plan_import resolves a postgres dataset's DSN when given environ"
         written = _import_into_postgres(plan, plan.dsn)
@@ -505,6 +524,16 @@ def _copy_rows(connection: psycopg.Connection[Any], plan: ImportPlan) -> None:
                     break
                 for row in batch:
                     copy.write_row(row)
+
+
+def _spark_source(config_path: Path, source: Path) -> str:
+    """The path a Spark dataset's ``sources`` gets: relative to the policy file when the data lies
+    under its directory (the policy and data move together), absolute otherwise."""
+    resolved = source.resolve()
+    try:
+        return str(resolved.relative_to(config_path.resolve().parent))
+    except ValueError:
+        return str(resolved)
 
 
 def _first_line(error: Exception) -> str:

@@ -288,7 +288,7 @@ def serve(
 
 
 @main.command("import", short_help="Load a CSV or Parquet file into a dataset.")
-@click.argument("source", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.argument("source", type=click.Path(path_type=Path, exists=True))
 @config_option
 @click.option("--dataset", required=True, help="Dataset to load into (its DuckDB file or PostgreSQL schema).")
 @click.option("--table", required=True, help="Name of the new table.")
@@ -364,12 +364,16 @@ def import_command(
     Columns not named with --public stay private. The CSV dialect and column types are detected by
     DuckDB; the whole file is read and checked before anything is written, and the table and its
     policy are written both or neither. The policy file keeps its comments and layout.
-    Stop `veil serve` first: the dataset file is locked while it serves.
+    Stop `veil serve` first: the dataset file is locked while it serves. SOURCE may be a directory of
+    Parquet files; a Spark dataset reads it where it is (only the policy is written, with the path in
+    the dataset's sources).
 
     \b
     Example:
       veil import people.csv --dataset demo --table people --privacy-unit person_id \\
           --max-contributions 1 --public sex=female,male --bounds age=0:100
+      veil import lake/visits/ --dataset lake --table visits --privacy-unit patient_id \\
+          --max-contributions 10
       veil import regions.csv --dataset demo --table regions --public-table --key code --dry-run
     """
     from proxy.cli.importer import (
@@ -1156,7 +1160,7 @@ COLUMN_COLUMNS = (
 
 
 def _print_dataset(dataset: DatasetPolicy) -> None:
-    from proxy.config import POSTGRES
+    from proxy.config import POSTGRES, SPARK
     from proxy.ledger_access import mask_dsn
 
     if dataset.backend == POSTGRES:
@@ -1164,6 +1168,9 @@ def _print_dataset(dataset: DatasetPolicy) -> None:
             f"the connection string in ${dataset.dsn_env}" if dataset.dsn is None else mask_dsn(dataset.dsn)
         )
         where = f"postgres {source}, schema {dataset.schema}"
+    elif dataset.backend == SPARK:
+        sources = ", ".join(f"{name} = {source.location}" for name, source in dataset.sources.items())
+        where = f"spark {dataset.spark_remote or dataset.spark_master}" + (f" ({sources})" if sources else "")
     else:
         where = f"duckdb {dataset.path}"
     click.echo(f"\ndataset {dataset.name}: {where}")

@@ -25,7 +25,7 @@ from anonymizers.risk.pipeline import Pipeline
 from anonymizers.source import TableSource
 from proxy.cli.anonymize_options import hierarchy_specs, pipeline_from_steps
 from proxy.cli.support import config_option, declared_dataset
-from proxy.config import POSTGRES, load_config
+from proxy.config import POSTGRES, SPARK, DatasetPolicy, load_config
 
 ROW_ID = "_veil_row_id"  # the hidden link of a released row to its original (never written out)
 
@@ -97,8 +97,27 @@ def dataset_table(config_path: Path, dataset: str | None, table: str | None) -> 
     policy = declared_dataset(load_config(config_path), dataset)
     if policy.backend == POSTGRES:
         return TableSource.postgres(policy.resolve_dsn(os.environ), table, schema=policy.schema)
+    if policy.backend == SPARK:
+        return spark_table_source(policy, table)
     assert policy.path is not None
     return TableSource.duckdb_file(policy.path, table)
+
+
+def spark_table_source(policy: DatasetPolicy, table: str) -> TableSource:
+    """A Spark dataset's table, read from its own files: DuckDB reads the Parquet file or directory (or
+    the CSV) that ``sources`` names, and runs the frequency queries there — on one machine, as for a
+    DuckDB dataset; no JVM is started for a command that runs on the data holder's side."""
+    source = policy.sources.get(table.lower())
+    if source is None or "://" in source.location:
+        where = "is read from the Spark catalog" if source is None else f"is at {source.location}"
+        raise AnonymizationError(
+            f"table {table} of Spark dataset {policy.name} {where}: materialize reads local files only",
+            hint="export it to Parquet and pass it with --input, or name a local path in the dataset's sources",
+        )
+    path = Path(source.location)
+    if source.format == "csv":
+        return TableSource.csv(path)
+    return TableSource.parquet(path / "**" / "*.parquet" if path.is_dir() else path)
 
 
 def read_released(text: str, config_path: Path, dataset: str | None, delimiter: str | None) -> pd.DataFrame:

@@ -80,7 +80,7 @@ def bounded_query(shape: QueryShape, quantities: tuple[Quantity, ...], *, dialec
     if shape.thresholded:
         partials = _first_groups(partials, keys, bound)
     if not keys:  # one partial per person: the person's total is the partial itself
-        measures = _weighted_sums(quantities, rows=_weight(bound, exp.column(ROWS)), groups=None)
+        measures = _weighted_sums(quantities, rows=_weight(bound, exp.column(ROWS), dialect), groups=None)
         return exp.select(*measures, copy=False).from_(partials.subquery("_dp_partials"), copy=False)
     # A person's totals over all groups, joined back (measured 2× faster than a window in DuckDB).
     totals = (
@@ -95,8 +95,8 @@ def bounded_query(shape: QueryShape, quantities: tuple[Quantity, ...], *, dialec
     )
     measures = _weighted_sums(
         quantities,
-        rows=_weight(bound, exp.column(PERSON_ROWS)),
-        groups=_weight(bound, exp.column(PERSON_GROUPS)),
+        rows=_weight(bound, exp.column(PERSON_ROWS), dialect),
+        groups=_weight(bound, exp.column(PERSON_GROUPS), dialect),
     )
     query = (
         exp.select(*keys, *measures, copy=False)
@@ -186,9 +186,13 @@ def _first_groups(partials: exp.Select, keys: list[exp.Column], bound: int) -> e
     )
 
 
-def _weight(bound: int, total: exp.Column) -> exp.Expression:
-    """``min(1, L / total)``: 1 for people within the bound, L/total for the rest."""
+def _weight(bound: int, total: exp.Column, dialect: str) -> exp.Expression:
+    """``min(1, L / total)``: 1 for people within the bound, L/total for the rest. On Spark the total is
+    read as DOUBLE: ``10.0 / total`` would be DECIMAL arithmetic there (the literal is a DECIMAL), which
+    made the whole bounded query 1.9× the expert's (docs/benchmarks.md)."""
     limit = exp.Literal.number(f"{float(bound)!r}")
+    if dialect == "spark":
+        total = exp.cast(total, exp.DataType.Type.DOUBLE)  # type: ignore[assignment]
     return exp.Case(
         ifs=[exp.If(this=exp.LTE(this=total, expression=limit), true=exp.Literal.number("1.0"))],
         default=exp.Div(this=limit.copy(), expression=total.copy()),

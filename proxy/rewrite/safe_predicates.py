@@ -7,6 +7,11 @@ safe on each engine, is declared once in analysis/function_safety.py; this modul
 
 - **DuckDB**: every CAST becomes TRY_CAST and the whole expression runs under ``TRY(…)``, which turns
   any runtime error into NULL: the row is simply not selected, as if the condition were false.
+- **Spark** has no TRY either, but with ANSI mode off (``spark.sql.ansi.enabled = false``, set on every
+  session by backends/spark.py) a division by zero, a failed cast, a domain error or a decimal
+  overflow is NULL, not an error (an integer overflow wraps around). Casts become TRY_CAST, and
+  rewrite/spark_semantics.py gives PostgreSQL's meaning where Spark's differs (integer division,
+  date − date, EXTRACT's parts, date_trunc to decades).
 - **PostgreSQL** has no TRY, so the expression is made error-free by construction, node by node from
   the leaves up: every number is NUMERIC (columns saturated at ±1e308 where they feed arithmetic,
   integer literals and integer results cast), so nothing overflows short of NUMERIC's own 131,072
@@ -36,6 +41,7 @@ from proxy.config import TablePolicy
 from proxy.errors import PolicyViolationError
 from proxy.rewrite.integer_division import postgres_integer_division
 from proxy.rewrite.post_order import transform_post_order
+from proxy.rewrite.spark_semantics import spark_semantics
 
 SATURATION = "1e308"  # numeric columns are read within ±1e308, a double's range
 FIRST_DAY, DAY_AFTER_LAST = "0001-01-01", "10000-01-01"  # moved or truncated moments: years 1–9999
@@ -56,7 +62,23 @@ def error_free(condition: exp.Expression, *, table: TablePolicy, dialect: str) -
     if dialect == "duckdb":
         postgres_semantics = postgres_integer_division(condition.copy(), table=table)
         return exp.Try(this=cast_to_try_cast(postgres_semantics))
+    if dialect == "spark":  # no TRY in Spark: ANSI mode off (backends/spark.py) answers NULL instead
+        tried = cast_to_try_cast(_spark_domains(spark_semantics(condition.copy(), table=table), table))
+        for node in tried.find_all(exp.TryCast):
+            node.set("safe", True)  # sqlglot writes an unsafe TRY_CAST as Spark's (ANSI-dependent) CAST
+        return tried
     return _postgres_error_free(condition, table)
+
+
+def _spark_domains(expression: exp.Expression, table: TablePolicy) -> exp.Expression:
+    """Spark answers NaN or ±Infinity where PostgreSQL fails (DuckDB's TRY: NULL): square roots,
+    logarithms, exponentials and powers are computed only where defined, as for PostgreSQL."""
+
+    def guard(node: exp.Expression) -> exp.Expression:
+        rule = _DOMAIN_RULES.get(type(node))
+        return rule(node, node, table) if rule is not None else node
+
+    return transform_post_order(expression, guard)
 
 
 def cast_to_try_cast(expression: exp.Expression) -> exp.Expression:
@@ -362,4 +384,12 @@ POSTGRES_RULES: dict[type[exp.Expression], Rule] = {  # one per REWRITTEN entry 
     exp.Extract: _date_part,
     exp.TimestampTrunc: _truncated,
     exp.DateTrunc: _truncated,
+}
+
+_DOMAIN_RULES: dict[type[exp.Expression], Rule] = {
+    exp.Sqrt: _square_root,
+    exp.Ln: _logarithm,
+    exp.Log: _logarithm,
+    exp.Exp: _exponential,
+    exp.Pow: _power,
 }

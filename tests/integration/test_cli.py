@@ -616,6 +616,31 @@ def test_policy_validate_reports_every_problem_then_fails(tmp_path: Path, demo: 
     ]
 
 
+def test_policy_validate_checks_a_spark_datasets_sources_without_starting_spark(
+    tmp_path: Path, demo: Demo
+) -> None:
+    copy = copy_demo(demo, tmp_path / "lake")
+    document = tomllib.loads(copy.config.read_text())
+    dataset = document["datasets"]["demo"]
+    (
+        dataset.pop("path"),
+        dataset.update(backend="spark", sources={"patients": "p.parquet", "visits": "visits/"}),
+    )
+    copy.config.write_text(tomli_w.dumps(document))
+    (copy.directory / "p.parquet").write_bytes(b"")
+
+    result = invoke("policy", "validate", "--config", str(copy.config))
+    assert result.exit_code == 1
+    assert "spark: sources not found: visits (" in result.stdout.splitlines()[2]
+    (copy.directory / "visits").mkdir()
+    result = invoke("policy", "validate", "--config", str(copy.config))
+    assert result.exit_code == 0, result.output
+    assert "spark local[*]: 2 local sources present" in result.stdout.splitlines()[2]
+    shown = json.loads(invoke("policy", "show", "--config", str(copy.config), "--json").stdout)
+    assert shown["datasets"]["demo"]["spark_master"] == "local[*]"
+    assert shown["datasets"]["demo"]["sources"]["visits"] == str((copy.directory / "visits").resolve())
+
+
 def test_policy_validate_of_an_invalid_file_is_one_line(tmp_path: Path) -> None:
     config = tmp_path / "veil.toml"
     config.write_text('[datasets.demo]\npath = "demo.duckdb"\naccountant = "renyi"\n')

@@ -535,3 +535,30 @@ def test_progress_shows_a_rate_on_a_terminal_and_stays_quiet_under_json(
     update(1, 4)
     close()
     assert terminal.getvalue() == before  # not a terminal: nothing
+
+
+def test_a_spark_datasets_parquet_directory_is_a_materialize_source(data: dict[str, Path]) -> None:
+    """The same table as a Spark dataset (a directory of Parquet files DuckDB wrote) releases the same
+    k-anonymous table as from the DuckDB dataset: its files are read where they are, no JVM started."""
+    parquet = data["dir"] / "people_parquet"
+    parquet.mkdir()
+    with duckdb.connect(str(data["database"]), read_only=True) as connection:
+        connection.execute(
+            f"COPY (SELECT * FROM people WHERE id < 400) TO '{parquet / 'a.parquet'}' (FORMAT parquet)"
+        )
+        connection.execute(
+            f"COPY (SELECT * FROM people WHERE id >= 400) TO '{parquet / 'b.parquet'}' (FORMAT parquet)"
+        )
+    config = data["dir"] / "spark.toml"
+    config.write_text(
+        tomli_w.dumps({"datasets": {"lake": {"backend": "spark", "sources": {"people": str(parquet)}}}})
+    )
+    released = {}
+    for name, where in (("duckdb", ["--config", data["config"], "--dataset", "d"]),
+                        ("spark", ["--config", config, "--dataset", "lake"])):  # fmt: skip
+        out = data["dir"] / f"{name}.csv"
+        veil("materialize", "kanon", *where, "--table", "people", "--qi", ",".join(QIS), "--k", 5,
+             "--hierarchy", f"zip={data['zip']}", "--suppression-limit", 0.02, "--out", out)  # fmt: skip
+        released[name] = pd.read_csv(out).sort_values("id").reset_index(drop=True)
+    assert class_sizes(released["spark"]).min() >= 5
+    pd.testing.assert_frame_equal(released["spark"], released["duckdb"])

@@ -1,4 +1,4 @@
-"""Answers that look like SQL answers (issue 18, part A), table-driven, on DuckDB and on PostgreSQL.
+"""Answers that look like SQL answers (issue 18, part A), table-driven, on DuckDB, PostgreSQL and Spark.
 
 Each shape runs through the query service (a real engine, a real SQLite ledger, a seeded RandomSource)
 at a large ε, and is checked for its types (counts and integer quantiles are integers, counts are never
@@ -44,6 +44,7 @@ from proxy.release.present import auto_digits
 from proxy.settings import SessionSettings
 from proxy.wire.scram import make_scram_verifier
 from tests.conftest import schema_in
+from tests.sql.spark_fixture import open_spark, spark_policy
 
 ALICE = Principal("alice")
 LOCATION = 'path = "shop.duckdb"\n'
@@ -88,23 +89,35 @@ FROM generate_series(0::bigint, 5999) AS t(i);
 CREATE TABLE sessions AS SELECT i / 4 AS customer_id, 1 + i % 20 AS pages
 FROM generate_series(0::bigint, 7999) AS t(i);
 """
-BACKENDS = ["duckdb", pytest.param("postgres", marks=pytest.mark.postgres)]
+BACKENDS = [
+    "duckdb",
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("spark", marks=pytest.mark.spark),
+]
 
 
 @dataclass(frozen=True)
 class Engine:
     dataset: DatasetPolicy
     open: Callable[[], Backend]
+    exact_file: Path | None = None  # Spark: exact answers from DuckDB on the same rows (its SQL is ours)
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def engine(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     """The shop, built once per module and engine."""
-    if request.param == "duckdb":
+    if request.param in ("duckdb", "spark"):
         directory = tmp_path_factory.mktemp("shop")
         with duckdb.connect(str(directory / "shop.duckdb")) as connection:
             for statement in DUCKDB_SHOP:
                 connection.execute(statement)
+        if request.param == "spark":
+            request.getfixturevalue("spark_ready")  # skips (or fails) here without pyspark and Java
+            spark = spark_policy(
+                POLICY, LOCATION, name="shop", duckdb_path=directory / "shop.duckdb", directory=directory
+            )
+            yield Engine(spark, lambda: open_spark(spark), exact_file=directory / "shop.duckdb")
+            return
         dataset = _dataset(POLICY, directory)
         yield Engine(dataset, lambda: DuckDBBackend(directory / "shop.duckdb"))
         return
@@ -156,9 +169,14 @@ def run(service: QueryService, sql: str, settings: dict[str, str]) -> StatementO
     return service.run(tree, principal=ALICE, settings=SessionSettings(settings))
 
 
-def exact(service: QueryService, sql: str) -> list[tuple[Any, ...]]:
-    """The exact answer, from the same engine (PostgreSQL's NUMERIC as float)."""
-    rows = service.backend.execute(sql)[1]
+def exact(service: QueryService, sql: str, engine: Engine) -> list[tuple[Any, ...]]:
+    """The exact answer, from the same engine (PostgreSQL's NUMERIC as float) — for Spark, from DuckDB
+    on the same rows: the reference SQL is written for DuckDB and PostgreSQL (percentile_disc of dates)."""
+    if engine.exact_file is not None:
+        with duckdb.connect(str(engine.exact_file), read_only=True) as connection:
+            rows = connection.execute(sql).fetchall()
+    else:
+        rows = service.backend.execute(sql)[1]
     return [tuple(float(v) if isinstance(v, Decimal) else v for v in row) for row in rows]
 
 
@@ -267,13 +285,15 @@ SHAPES = [
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=[shape.id for shape in SHAPES])
-def test_answer_shape(service: QueryService, shape: Shape) -> None:
+def test_answer_shape(service: QueryService, engine: Engine, shape: Shape) -> None:
     outcome = run(service, shape.sql, {"veil.epsilon": "200", **shape.settings})
     assert outcome.table is not None and outcome.charge is not None
     assert outcome.charge.epsilon == 200, "the price: the session's ε, all of it"
     for part in shape.split:
         assert part in outcome.notices[0], outcome.notices[0]
-    truth = {row[: shape.keys]: row[shape.keys :] for row in exact(service, shape.exact_sql or shape.sql)}
+    truth = {
+        row[: shape.keys]: row[shape.keys :] for row in exact(service, shape.exact_sql or shape.sql, engine)
+    }
     for row in outcome.table.rows:
         key, values = row[: shape.keys], row[shape.keys :]
         expected = truth.get(key)

@@ -1,4 +1,4 @@
-"""Dates and correlation (issue 18, part C), table-driven, on DuckDB and PostgreSQL.
+"""Dates and correlation (issue 18, part C), table-driven, on DuckDB, PostgreSQL and Spark.
 
 The same 12,000 events of 6,000 people (two each, ``max_contributions = 2``, so no person is ever scaled)
 live in a DuckDB file and in a PostgreSQL schema; every value lies inside its declared bounds, so the
@@ -11,8 +11,9 @@ through the query service at a large ε with a seeded RandomSource and is checke
 * its types: dates come back as dates, integers as integers.
 
 Each refusal is checked for its SQLSTATE, message and hint, and for spending nothing. Tests that take
-``backend`` run twice: ``[duckdb]`` always, ``[postgres]`` (marked ``postgres``) on the server of
-``tests/conftest.py`` — skipped when it is unreachable, unless ``VEIL_REQUIRE_POSTGRES=1``.
+``backend`` run three times: ``[duckdb]`` always, ``[postgres]`` (marked ``postgres``) on the server of
+``tests/conftest.py`` — skipped when it is unreachable, unless ``VEIL_REQUIRE_POSTGRES=1`` — and ``[spark]``
+(marked ``spark``: the DuckDB rows as Parquet, exact answers from DuckDB).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from proxy.query.service import Principal, QueryService, StatementOutcome
 from proxy.settings import SessionSettings
 from proxy.wire.scram import make_scram_verifier
 from tests.conftest import Demo, schema_in
+from tests.sql.spark_fixture import open_spark, spark_policy
 
 ALICE = Principal("alice")
 EPSILON = 100.0  # large: the checks are about the price and the arithmetic, not the noise
@@ -110,6 +112,13 @@ class Engine:
     name: str
     dataset: DatasetPolicy
     make_backend: Callable[[], Backend]
+    exact_file: Path | None = None  # Spark: exact answers from DuckDB on the same rows (quantile_disc)
+
+    def exact(self, service: QueryService, sql: str) -> list[tuple[Any, ...]]:
+        if self.exact_file is None:
+            return service.backend.execute(sql)[1]
+        with duckdb.connect(str(self.exact_file), read_only=True) as connection:
+            return connection.execute(sql).fetchall()
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +146,26 @@ def postgres_engine(postgres_dsn: str) -> Iterator[Engine]:
         yield Engine("postgres", dataset, lambda: PostgresBackend(dsn, schema=schema, pool_size=2))
 
 
-@pytest.fixture(params=["duckdb", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(scope="module")
+def spark_engine(
+    spark_ready: None, duckdb_engine: Engine, tmp_path_factory: pytest.TempPathFactory
+) -> Engine:
+    """The DuckDB file's rows as Parquet, the policy on Spark."""
+    assert duckdb_engine.dataset.path is not None
+    path, directory = duckdb_engine.dataset.path, tmp_path_factory.mktemp("spark")
+    dataset = spark_policy(
+        POLICY, 'path = "shop.duckdb"\n', name="shop", duckdb_path=path, directory=directory
+    )
+    return Engine("spark", dataset, lambda: open_spark(dataset), exact_file=path)
+
+
+@pytest.fixture(
+    params=[
+        "duckdb",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("spark", marks=pytest.mark.spark),
+    ]
+)
 def engine(request: pytest.FixtureRequest) -> Engine:
     return request.getfixturevalue(f"{request.param}_engine")  # type: ignore[no-any-return]
 
@@ -345,7 +373,7 @@ def test_each_shape_is_answered_priced_and_accurate(
     assert [(m.quantity, m.sensitivity) for m in explained.measurements] == list(shape.split)
 
     assert [column.type for column in outcome.table.columns] == list(shape.types)
-    expected = service.backend.execute(shape.exact_by_engine.get(engine.name, shape.exact))[1]
+    expected = engine.exact(service, shape.exact_by_engine.get(engine.name, shape.exact))
     assert len(outcome.table.rows) == len(expected) == shape.rows
     for noisy_row, exact_row in zip(outcome.table.rows, expected, strict=True):
         for noisy, exact, tolerance in zip(noisy_row, exact_row, shape.tolerances, strict=True):

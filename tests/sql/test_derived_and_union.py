@@ -1,13 +1,14 @@
 """WITH, subqueries in FROM, per-person derived tables, FILTER and UNION ALL (issue 18, part B), table-driven
-on DuckDB and PostgreSQL: each shape is answered through the query service at a large ε with a seeded RNG,
+on DuckDB, PostgreSQL and Spark: each shape is answered through the query service at a large ε with a seeded RNG,
 its price is checked (the ledger's charge, the NOTICE's split) and its answer against the exact answer of
 the same query in plain SQL over the raw rows (DuckDB). Then what an attacker would try: refused shapes
 spend nothing, an engine failure in any part of a UNION ALL charges the statement, and a person with many
 rows moves a per-person aggregate by at most what was priced.
 
-Every test that takes ``service`` runs twice: ``[duckdb]`` always, ``[postgres]`` (marked ``postgres``)
-against the server of ``tests/conftest.py`` — skipped when it is unreachable, unless
-``VEIL_REQUIRE_POSTGRES=1``.
+Every test that takes ``service`` runs three times: ``[duckdb]`` always, ``[postgres]`` (marked
+``postgres``) against the server of ``tests/conftest.py`` — skipped when it is unreachable, unless
+``VEIL_REQUIRE_POSTGRES=1`` — and ``[spark]`` (marked ``spark``, the same rows as Parquet; skipped without
+pyspark and Java unless ``VEIL_REQUIRE_SPARK=1``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from proxy.settings import SessionSettings
 from proxy.wire.scram import make_scram_verifier
 from tests.conftest import schema_in
 from tests.sql.shapes_fixture import (
+    POLICY,
     duckdb_file,
     frames,
     load_duckdb,
@@ -46,9 +48,14 @@ from tests.sql.shapes_fixture import (
     shapes_policy,
     shapes_postgres_policy,
 )
+from tests.sql.spark_fixture import open_spark, spark_policy
 
 ALICE = Principal("alice")
-BACKENDS = ["duckdb", pytest.param("postgres", marks=pytest.mark.postgres)]
+BACKENDS = [
+    "duckdb",
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("spark", marks=pytest.mark.spark),
+]
 LARGE_EPSILON = "100"
 
 
@@ -59,6 +66,23 @@ class Engine:
 
 
 def _engine(request: pytest.FixtureRequest, directory: Path, *, heavy: int = 30) -> Iterator[Engine]:
+    if request.param == "spark":
+        request.getfixturevalue("spark_ready")  # skips (or fails) here without pyspark and Java
+        directory.mkdir(exist_ok=True)
+        location = 'path = "shapes.duckdb"\n'
+        dataset = spark_policy(
+            POLICY,
+            location,
+            name="shapes",
+            duckdb_path=duckdb_file(directory, heavy=heavy),
+            directory=directory,
+        )
+        spark_backend = open_spark(dataset)
+        try:
+            yield Engine(dataset, spark_backend)
+        finally:
+            spark_backend.close()
+        return
     if request.param == "duckdb":
         directory.mkdir(exist_ok=True)
         duckdb_backend = DuckDBBackend(duckdb_file(directory, heavy=heavy))

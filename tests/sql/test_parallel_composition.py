@@ -1,11 +1,12 @@
-"""Parallel composition across statements, table-driven: each statement shape on DuckDB and on PostgreSQL,
+"""Parallel composition across statements, table-driven: each statement shape on DuckDB, PostgreSQL and Spark,
 with the partition it is charged to (or none: ordinary), its price, and its answer against the exact one
 at a large ε (seeded noise).
 
 The data is the same on both engines (``DATA_SQL``): 400 patients, a quarter per region, one row each in
 ``patients`` and one to three visits each in ``visits``, all in the patient's region — except every
 fiftieth patient, whose second visit is in the next region: the engine guard leaves such a person out of
-statements pinned to a region. The exact answers are plain SQL on the same engine (``EXACT_*``).
+statements pinned to a region. The exact answers are plain SQL on the same engine (``EXACT_*``); on Spark
+(the same rows as Parquet) they come from the DuckDB file the Parquet was written from.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from proxy.settings import SessionSettings
 from proxy.wire.scram import make_scram_verifier
 from tests.conftest import schema_in
 from tests.postgres.conftest import in_schema
+from tests.sql.spark_fixture import TIMEOUT_MS, open_spark, parquet_tables
 
 EPSILON = 100.0
 PEOPLE = 400
@@ -152,8 +154,12 @@ SHAPES = {
 }
 
 
-def policy_of(location: dict[str, Any], directory: Path) -> DatasetPolicy:
+def policy_of(
+    location: dict[str, Any], directory: Path, *, sources: dict[str, str] | None = None
+) -> DatasetPolicy:
     text = POLICY.format(location=tomli_w.dumps(location))
+    if sources is not None:
+        text += "\n" + tomli_w.dumps({"datasets": {"regions": {"sources": sources}}})
     dataset = parse_config(text, path=directory / "veil.toml").dataset("regions")
     assert dataset is not None
     return dataset
@@ -166,16 +172,33 @@ class Engine:
     exact: Backend
 
 
-@pytest.fixture(params=["duckdb", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(
+    params=[
+        "duckdb",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("spark", marks=pytest.mark.spark),
+    ]
+)
 def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
     backend: Backend
     schemas = contextlib.ExitStack()
-    if request.param == "duckdb":
+    exact: Backend | None = None
+    if request.param in ("duckdb", "spark"):
         path = tmp_path / "regions.duckdb"
         with duckdb.connect(str(path)) as connection:
             connection.execute(DATA_SQL)
         dataset = policy_of({"path": str(path)}, tmp_path)
-        backend = DuckDBBackend(path)
+        if request.param == "spark":  # the same rows as Parquet; exact answers still from DuckDB
+            request.getfixturevalue("spark_ready")
+            files = parquet_tables(path, tmp_path / "parquet")
+            sources = {table: str(tmp_path / "parquet" / name) for table, name in files.items()}
+            location = {"backend": "spark", "statement_timeout_ms": TIMEOUT_MS}
+            dataset = policy_of(location, tmp_path, sources=sources)
+            exact = DuckDBBackend(path)
+            schemas.callback(exact.close)
+            backend = open_spark(dataset)
+        else:
+            backend = DuckDBBackend(path)
     else:
         dsn = request.getfixturevalue("postgres_dsn")
         schema = schemas.enter_context(schema_in(dsn))
@@ -192,7 +215,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
         service = QueryService(
             dataset, backend=backend, sandbox=sandbox, ledger=ledger, rng=random.Random(18)
         )
-        yield Engine(service, ledger, backend)
+        yield Engine(service, ledger, exact or backend)
     finally:
         backend.close()
         sandbox.close()

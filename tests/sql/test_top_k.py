@@ -1,9 +1,10 @@
-"""Top-k queries (docs/sql.md, "Top-k") on DuckDB and PostgreSQL: each accepted shape with its price and
+"""Top-k queries (docs/sql.md, "Top-k") on DuckDB, PostgreSQL and Spark: each accepted shape with its price and
 its answer at a large ε against the exact top k; each refusal with its message, at no cost.
 
 The dataset is tests/sql/shop_fixture.py: counts of people per genre ten apart overall, and opposite
-rankings in the two regions. Every test that takes ``service`` runs on ``[duckdb]`` and ``[postgres]``
-(skipped without a server unless VEIL_REQUIRE_POSTGRES=1).
+rankings in the two regions. Every test that takes ``service`` runs on ``[duckdb]``, ``[postgres]``
+(skipped without a server unless VEIL_REQUIRE_POSTGRES=1) and ``[spark]`` (the same rows as Parquet;
+skipped without pyspark and Java unless VEIL_REQUIRE_SPARK=1).
 """
 
 from __future__ import annotations
@@ -29,10 +30,15 @@ from proxy.query.service import Principal, QueryService, StatementOutcome
 from proxy.settings import SessionSettings
 from proxy.wire.scram import make_scram_verifier
 from tests.conftest import schema_in
-from tests.sql.shop_fixture import POSTGRES_SHOP, duckdb_shop, shop_policy, shop_postgres_policy
+from tests.sql.shop_fixture import POLICY, POSTGRES_SHOP, duckdb_shop, shop_policy, shop_postgres_policy
+from tests.sql.spark_fixture import open_spark, spark_policy
 
 ALICE = Principal("alice")
-BACKENDS = ["duckdb", pytest.param("postgres", marks=pytest.mark.postgres)]
+BACKENDS = [
+    "duckdb",
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("spark", marks=pytest.mark.spark),
+]
 LARGE = "200"  # ε: the selection's rounds run at ε/(2k) >= 10 per person, the gaps are 10 people
 
 
@@ -51,6 +57,16 @@ def service(request: pytest.FixtureRequest, tmp_path: Path, ledger: Ledger) -> I
         if request.param == "duckdb":
             dataset = shop_policy(tmp_path)
             backend = DuckDBBackend(duckdb_shop(tmp_path))
+        elif request.param == "spark":
+            request.getfixturevalue("spark_ready")  # skips (or fails) here without pyspark and Java
+            dataset = spark_policy(
+                POLICY,
+                'path = "shop.duckdb"\n',
+                name="shop",
+                duckdb_path=duckdb_shop(tmp_path),
+                directory=tmp_path,
+            )
+            backend = open_spark(dataset)
         else:
             dsn = request.getfixturevalue("postgres_dsn")  # skips (or fails) here when the server is down
             schema = stack.enter_context(schema_in(dsn))

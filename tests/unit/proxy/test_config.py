@@ -89,6 +89,18 @@ def _auto_with(**keys: Any) -> Callable[[Document], None]:
     return mutate
 
 
+def _spark(keys: dict[str, Any]) -> Callable[[Document], None]:
+    """The demo dataset on Spark: no DuckDB path; ``keys`` added (sources of its tables, by default)."""
+
+    def mutate(document: Document) -> None:
+        dataset = document["datasets"]["demo"]
+        dataset["backend"] = "spark"
+        del dataset["path"]
+        dataset.update(keys)
+
+    return mutate
+
+
 def _delete(path: str) -> Callable[[Document], None]:
     def mutate(document: Document) -> None:
         *parents, last = path.split(".")
@@ -230,7 +242,42 @@ INVALID_DOCUMENTS: list[tuple[str, Callable[[Document], None], str]] = [
     (
         "other backend",
         _set("datasets.demo.backend", "mysql"),
-        'datasets.demo.backend: must be "duckdb" or "postgres"',
+        'datasets.demo.backend: must be "duckdb", "postgres" or "spark"',
+    ),
+    (
+        "spark without sources",
+        _spark({}),
+        "datasets.demo.sources: table people has no source; a local Spark session reads every table from files",
+    ),
+    (
+        "spark with a path",
+        _spark({"path": "demo.duckdb"}),
+        'datasets.demo.path: is not used with backend = "spark"',
+    ),
+    (
+        "spark master and remote",
+        _spark({"spark_master": "local[*]", "spark_remote": "sc://h:15002"}),
+        "datasets.demo.spark_remote: give spark_master (a session in this process) or spark_remote, not both",
+    ),
+    (
+        "bad spark master",
+        _spark({"spark_master": "localhost"}),
+        'datasets.demo.spark_master: must be a Spark master URL such as "local[*]"',
+    ),
+    (
+        "bad spark remote",
+        _spark({"spark_remote": "http://h:15002"}),
+        'datasets.demo.spark_remote: must be a Spark Connect URL such as "sc://host:15002"',
+    ),
+    (
+        "bad source format",
+        _spark({"sources": {"people": {"path": "p.txt", "format": "orc"}}}),
+        'datasets.demo.sources.people.format: must be "parquet" or "csv"',
+    ),
+    (
+        "spark master on a duckdb dataset",
+        _set("datasets.demo.spark_master", "local[*]"),
+        'datasets.demo.spark_master: is only used with backend = "spark"',
     ),
     (
         "dsn on a duckdb dataset",
@@ -749,3 +796,25 @@ def test_auto_contributions_read_the_hint_and_datasets_remember_bounds_by_defaul
     assert demo.remember_bounds is True
     document["datasets"]["demo"]["remember_bounds"] = False
     assert parse(document, tmp_path).dataset("demo").remember_bounds is False
+
+
+def test_a_spark_dataset_reads_each_table_from_its_source(tmp_path: Path) -> None:
+    document = copy.deepcopy(valid_document())
+    tables = list(document["datasets"]["demo"]["tables"])
+    sources: dict[str, Any] = {name: f"lake/{name}/" for name in tables}
+    sources[tables[0]] = {"path": f"{tables[0]}.csv"}
+    _spark({"sources": sources})(document)
+    dataset = parse(document, tmp_path).dataset("demo")
+    assert dataset is not None and dataset.backend == "spark" and dataset.path is None
+    assert dataset.spark_master == "local[*]" and dataset.spark_remote is None and dataset.schema == "default"
+    assert dataset.sources[tables[0]].format == "csv"
+    assert dataset.sources[tables[-1]].location == str((tmp_path / "lake" / tables[-1]).resolve())
+    assert dataset.sources[tables[-1]].format == "parquet"
+
+
+def test_spark_connect_reads_tables_without_a_source_from_its_catalog(tmp_path: Path) -> None:
+    document = copy.deepcopy(valid_document())
+    _spark({"spark_remote": "sc://spark.internal:15002", "schema": "Clinic"})(document)
+    dataset = parse(document, tmp_path).dataset("demo")
+    assert dataset is not None and dataset.spark_remote == "sc://spark.internal:15002"
+    assert dataset.spark_master is None and dict(dataset.sources) == {} and dataset.schema == "clinic"

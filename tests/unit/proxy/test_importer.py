@@ -694,3 +694,46 @@ def test_a_plan_for_a_postgres_dataset_needs_no_server_nor_its_dsn(tmp_path: Pat
     plan = plan_import(path, dataset="clinic", table="patients", source=csv_source, privacy_unit="row")
     assert plan.dsn is None
     assert plan.columns[1].storage.name == "smallint"  # ages 5 to 71
+
+
+def test_a_parquet_directory_becomes_a_spark_table_read_where_it_is(
+    tmp_path: Path, parquet_source: Path
+) -> None:
+    """A Spark dataset stores nothing: the policy gets the table and, in sources, the directory's path
+    (relative to the policy file); the files are read by DuckDB only to learn the columns."""
+    directory = tmp_path / "lake" / "patients"
+    directory.mkdir(parents=True)
+    with duckdb.connect() as connection:
+        for part, condition in (("a", "patient_id < 2"), ("b", "patient_id >= 2")):
+            target = directory / f"part-{part}.parquet"
+            connection.execute(
+                f"COPY (SELECT * FROM '{parquet_source}' WHERE {condition}) TO '{target}' (FORMAT parquet)"
+            )
+    config_path = tmp_path / "veil.toml"
+    write_document(config_path, {"datasets": {"lake": {"backend": "spark"}}})
+    table = import_table(
+        config_path, dataset="lake", table="patients", source=directory, privacy_unit="patient_id",
+        max_contributions=2, bounds={"age": (0.0, 120.0)},
+    )  # fmt: skip
+    assert table.column("age") is not None and table.column("age").type is ColumnType.INTEGER
+    dataset = load_config(config_path).dataset("lake")
+    assert dataset is not None and set(dataset.tables) == {"patients"}
+    assert dataset.sources["patients"].location == str(directory.resolve())
+    assert dataset.sources["patients"].format == "parquet"
+    assert 'patients = "lake/patients"' in config_path.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "lake",
+        "patients.csv",
+        "patients.parquet",
+        "veil.toml",
+    ]
+
+
+def test_a_directory_without_parquet_files_is_refused(tmp_path: Path) -> None:
+    config_path = tmp_path / "veil.toml"
+    write_document(config_path, {"datasets": {"lake": {"backend": "spark"}}})
+    (tmp_path / "empty").mkdir()
+    before = config_path.read_text()
+    with pytest.raises(ConfigError, match=r"holds no \.parquet file"):
+        import_table(config_path, dataset="lake", table="t", source=tmp_path / "empty", privacy_unit="row")
+    assert config_path.read_text() == before
