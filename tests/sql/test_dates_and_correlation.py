@@ -47,6 +47,7 @@ from proxy.query.service import Principal, QueryService, StatementOutcome
 from proxy.settings import SessionSettings
 from proxy.wire.scram import make_scram_verifier
 from tests.conftest import Demo, schema_in
+from tests.sql.answer_checks import assert_priced_as_split, assert_rows_close
 from tests.sql.spark_fixture import open_spark, spark_policy
 
 ALICE = Principal("alice")
@@ -196,12 +197,6 @@ def run(
     (tree,) = service.parse(sql)
     chosen = {"veil.epsilon": f"{epsilon:g}", **(settings or {})}
     return service.run(tree, principal=ALICE, settings=SessionSettings(chosen))
-
-
-def close(noisy: Any, exact: Any, tolerance: float) -> bool:
-    if isinstance(exact, datetime.date):
-        return isinstance(noisy, datetime.date) and abs((noisy - exact).days) <= tolerance
-    return noisy is not None and abs(float(noisy) - float(exact)) <= tolerance
 
 
 # --- accepted shapes --------------------------------------------------------------------------------------
@@ -364,23 +359,14 @@ def test_each_shape_is_answered_priced_and_accurate(
     shape = SHAPES[name]
     outcome = run(service, shape.sql)
     assert outcome.table is not None
-    share = f"{EPSILON / len(shape.split):.4g}"
-    split = ", ".join(f"{quantity} ε={share}" for quantity, _ in shape.split)
-    assert f"ε={EPSILON:g} ({split})" in outcome.notices[0], outcome.notices[0]
-    balance = ledger.balance("alice", "shop")
-    assert (balance.spent_epsilon, balance.spent_delta) == (pytest.approx(EPSILON), 0.0)
     explained = explain_query(engine.dataset, shape.sql, backend=service.backend, epsilon=EPSILON)
-    assert [(m.quantity, m.sensitivity) for m in explained.measurements] == list(shape.split)
-
+    assert_priced_as_split(
+        outcome, explained, ledger=ledger, dataset="shop", split=shape.split, epsilon=EPSILON
+    )
     assert [column.type for column in outcome.table.columns] == list(shape.types)
     expected = engine.exact(service, shape.exact_by_engine.get(engine.name, shape.exact))
-    assert len(outcome.table.rows) == len(expected) == shape.rows
-    for noisy_row, exact_row in zip(outcome.table.rows, expected, strict=True):
-        for noisy, exact, tolerance in zip(noisy_row, exact_row, shape.tolerances, strict=True):
-            if tolerance == 0 and not isinstance(exact, datetime.date):
-                assert noisy == (int(exact) if isinstance(noisy, int) else exact), (noisy_row, exact_row)
-            else:
-                assert close(noisy, exact, tolerance), (noisy_row, exact_row)
+    assert len(outcome.table.rows) == shape.rows
+    assert_rows_close(outcome.table.rows, expected, shape.tolerances)
 
 
 def test_results_lie_in_their_valid_ranges_even_at_a_small_epsilon(service: QueryService) -> None:

@@ -20,7 +20,6 @@ import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import psycopg
@@ -39,6 +38,7 @@ from proxy.query.service import Principal, QueryService, StatementOutcome
 from proxy.settings import SessionSettings
 from proxy.wire.scram import make_scram_verifier
 from tests.conftest import Admin, RunningServer, schema_in
+from tests.sql.answer_checks import assert_priced_as_split, assert_rows_close
 
 ALICE = Principal("alice")
 EPSILON = 100.0
@@ -242,14 +242,6 @@ SHAPES = {
 }
 
 
-def close(noisy: Any, exact: Any, tolerance: float) -> bool:
-    if isinstance(exact, datetime.datetime):
-        return isinstance(noisy, datetime.datetime) and abs((noisy - exact).total_seconds()) <= tolerance
-    if isinstance(exact, datetime.date):
-        return type(noisy) is datetime.date and abs((noisy - exact).days) <= tolerance
-    return noisy is not None and abs(float(noisy) - float(exact)) <= tolerance
-
-
 @pytest.mark.parametrize("name", list(SHAPES))
 def test_each_timestamp_shape_is_answered_priced_and_accurate(
     name: str, engine: Engine, service: QueryService, ledger: Ledger
@@ -257,23 +249,14 @@ def test_each_timestamp_shape_is_answered_priced_and_accurate(
     shape = SHAPES[name]
     outcome = run(service, shape.sql)
     assert outcome.table is not None
-    share = f"{EPSILON / len(shape.split):.4g}"
-    split = ", ".join(f"{quantity} ε={share}" for quantity, _ in shape.split)
-    assert f"ε={EPSILON:g} ({split})" in outcome.notices[0], outcome.notices[0]
-    balance = ledger.balance("alice", "demo")
-    assert (balance.spent_epsilon, balance.spent_delta) == (pytest.approx(EPSILON), 0.0)
     explained = explain_query(engine.dataset, shape.sql, backend=service.backend, epsilon=EPSILON)
-    assert [(m.quantity, m.sensitivity) for m in explained.measurements] == list(shape.split)
-
+    assert_priced_as_split(
+        outcome, explained, ledger=ledger, dataset="demo", split=shape.split, epsilon=EPSILON
+    )
     assert [column.type for column in outcome.table.columns] == list(shape.types)
     expected = service.backend.execute(shape.exact[engine.name])[1]
-    assert len(outcome.table.rows) == len(expected) == shape.rows
-    for noisy_row, exact_row in zip(outcome.table.rows, expected, strict=True):
-        for noisy, exact, tolerance in zip(noisy_row, exact_row, shape.tolerances, strict=True):
-            if tolerance == 0:
-                assert noisy == (int(exact) if isinstance(noisy, int) else exact), (noisy_row, exact_row)
-            else:
-                assert close(noisy, exact, tolerance), (noisy_row, exact_row)
+    assert len(outcome.table.rows) == shape.rows
+    assert_rows_close(outcome.table.rows, expected, shape.tolerances)
 
 
 def test_a_timestamp_quantile_is_released_in_whole_seconds_within_the_bounds(service: QueryService) -> None:
