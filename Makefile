@@ -7,7 +7,7 @@ CORE := $(VENV)/.installed-core
 DEMO_DIR ?= demo
 PORT ?= 5433
 
-.PHONY: help demo test bench lint docs clean mutants
+.PHONY: help demo test test-spark bench lint docs clean mutants
 
 help:  ## this list
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z]+):.*## /\1\t/' | expand -t 10
@@ -31,8 +31,11 @@ demo: $(CORE)  ## build the synthetic demo (once) and serve it in the foreground
 	@echo
 	$(BIN)/veil serve --config $(DEMO_DIR)/veil.toml --port $(PORT)
 
-test: $(STAMP)  ## the whole suite, as CI runs it
+test: $(STAMP)  ## the whole suite but the Spark tests (about 10 minutes on 2 cores)
 	$(BIN)/python -m pytest -q
+
+test-spark: $(STAMP)  ## the tests marked spark: the table-driven SQL tests on a local Spark session (Java 17)
+	$(BIN)/python -m pytest -q -m spark
 
 bench: $(STAMP)  ## benchmarks; results go into docs/benchmarks.md
 	$(BIN)/python -m pytest -q -m bench tests/bench -s
