@@ -31,7 +31,7 @@ demo: $(CORE)  ## build the synthetic demo (once) and serve it in the foreground
 	@echo
 	$(BIN)/veil serve --config $(DEMO_DIR)/veil.toml --port $(PORT)
 
-test: $(STAMP)  ## the whole suite but the Spark tests (about 10 minutes on 2 cores)
+test: $(STAMP)  ## the whole suite but the Spark tests (about 11 minutes on 2 cores)
 	$(BIN)/python -m pytest -q
 
 test-spark: $(STAMP)  ## the tests marked spark: the table-driven SQL tests on a local Spark session (Java 17)
