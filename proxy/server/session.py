@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NoReturn, ParamSpec, TypeVar
 
@@ -30,12 +29,10 @@ from proxy.analysis.session_commands import (
 )
 from proxy.analysis.statements import DeallocateStatement, classify
 from proxy.backends.interrupts import RELEASE_AT, SESSION_INTERRUPTER, Interrupter
-from proxy.config import ColumnType
 from proxy.errors import (
     AdminShutdownError,
     AuthenticationFailedError,
     CharacterNotInRepertoireError,
-    InFailedTransactionError,
     ProtocolViolationError,
     ProxyError,
     QueryCanceledError,
@@ -44,7 +41,6 @@ from proxy.errors import (
     as_proxy_error,
 )
 from proxy.query.service import Description, Principal, QueryService, StatementOutcome
-from proxy.release.apply import ResultColumn
 from proxy.server import cursors
 from proxy.server.analysis_pool import RefusedStatement, parse_accepted
 from proxy.server.audit_trail import AuditTrail
@@ -60,24 +56,20 @@ from proxy.server.prepared import (
     parameter_types,
     sql_prepared_statement,
 )
+from proxy.server.responses import (
+    copy_messages,
+    error_message,
+    outcome_messages,
+    portal_messages,
+    row_description,
+)
+from proxy.server.transaction_block import FAILED, IDLE, IN_BLOCK, TransactionBlock
 from proxy.settings import SessionSettings
-from proxy.wire import copy_out
 from proxy.wire import messages as wire
-from proxy.wire import types as pgtypes
 from proxy.wire.errors import InvalidEncodingError, WireProtocolError
-from proxy.wire.rows import text_data_rows
-from proxy.wire.values import TEXT_FORMAT, encode_value
 
 log = logging.getLogger("veil.session")
 
-TYPE_OIDS = {
-    ColumnType.INTEGER: pgtypes.INT8,
-    ColumnType.REAL: pgtypes.FLOAT8,
-    ColumnType.TEXT: pgtypes.TEXT,
-    ColumnType.DATE: pgtypes.DATE,
-    ColumnType.TIMESTAMP: pgtypes.TIMESTAMP,
-    ColumnType.BOOLEAN: pgtypes.BOOL,
-}
 FLUSH_THRESHOLD = 1 << 18
 """Extended-protocol output waits for Sync or Flush, as PostgreSQL's does, unless it grows past this."""
 READ_AHEAD = 1 << 18
@@ -85,9 +77,6 @@ READ_AHEAD = 1 << 18
 for later; past this many buffered bytes it stops reading, so a client cannot make it buffer without
 bound — and a disconnection then goes unnoticed until the statement ends."""
 PARSE_ON_LOOP_CHARS = 4096  # longer statement texts are parsed in a worker thread
-TRANSACTION_ENDS = ("COMMIT", "ROLLBACK", "ROLLBACK TO SAVEPOINT")  # also allowed in a failed block
-# How each transaction statement moves the status in ReadyForQuery: idle, in a block, failed block.
-_TRANSITIONS = {"BEGIN": "T", "COMMIT": "I", "ROLLBACK": "I"}
 
 
 P = ParamSpec("P")
@@ -121,7 +110,7 @@ class Session:
         self.terminating = False  # the server is shutting down: end at the next message
         self.peer = self.connection.peer
         self.settings = SessionSettings()
-        self.transaction_status = "I"  # ReadyForQuery status: idle, in a transaction block, or failed
+        self.transaction = TransactionBlock()
         self.prepared = PreparedState()
         self.pending = bytearray()  # extended-protocol output not yet sent (until Sync or Flush)
         self.skipping = False  # after an extended-protocol error, messages are discarded until Sync
@@ -241,11 +230,10 @@ class Session:
             if isinstance(error, InvalidEncodingError)
             else ProtocolViolationError
         )
-        self.pending += _error(invalid(str(error)))
-        if self.transaction_status == "T":
-            self.transaction_status = "E"
+        self.pending += error_message(invalid(str(error)))
+        self.transaction.fail()
         if type_byte == b"Q":
-            self.pending += wire.ready_for_query(self.transaction_status)
+            self.pending += wire.ready_for_query(self.transaction.status)
         else:
             self.skipping = True
         await self._flush()
@@ -258,7 +246,7 @@ class Session:
         out: list[bytes | Iterator[bytes]] = []
         audit = AuditTrail(principal=principal.name, client=self.peer, dataset=service.dataset.name)
         ping = self.pings.get(sql)
-        if ping is not None and self.transaction_status != "E":  # in a failed block it is refused
+        if ping is not None and self.transaction.status != FAILED:  # in a failed block it is refused
             audit.answered(ping.statement, ping.outcome, ping=True)
             out.append(ping.messages)
         else:
@@ -266,7 +254,7 @@ class Session:
         if (failure := await self._record(audit)) is not None:
             out = [failure]
         self._end_of_batch()
-        out.append(wire.ready_for_query(self.transaction_status))
+        out.append(wire.ready_for_query(self.transaction.status))
         await self._send(out)
 
     async def _send(self, parts: list[bytes | Iterator[bytes]]) -> None:
@@ -306,9 +294,9 @@ class Session:
                 statement = service.statement_text(tree)
                 outcome = await self._run(tree, statement, service, principal, audit)
                 if outcome.copy is not None:
-                    out.extend(_copy_messages(outcome))
+                    out.extend(copy_messages(outcome))
                     continue
-                messages = _outcome_messages(outcome)
+                messages = outcome_messages(outcome)
                 out.extend(messages)
             if len(trees) == 1 and not audit.urgent and outcome.copy is None:
                 self.pings.remember(sql, statement, outcome, b"".join(messages))
@@ -330,7 +318,7 @@ class Session:
         a select list of literals, answered on the event loop: ``SELECT 1`` is a driver's ping, and the
         thread hop would cost more than the answer), audited, and the transaction status moved on."""
         tag = service.transaction_tag(tree)
-        self._check_transaction(tag)
+        self.transaction.check(tag)
         command = command_of(tree)
         literal = service.answer_literals(tree) if command is None else None
         outcome = described if described is not None else literal
@@ -338,12 +326,12 @@ class Session:
             outcome = await self._session_command(command, statement, service, principal)
         elif outcome is None:
             outcome = await self._pipeline(tree, statement, service, principal)
-        if tag == "COMMIT" and self.transaction_status == "E":
+        if tag == "COMMIT" and self.transaction.status == FAILED:
             outcome = StatementOutcome("ROLLBACK")  # as PostgreSQL answers COMMIT of a failed block
         self._drop_prepared(tree, outcome, service)
         audit.answered(statement, outcome, ping=literal is not None)
         self._end_transaction(tag)
-        self.transaction_status = self._next_status(tag)
+        self.transaction.advance(tag)
         return outcome
 
     async def _pipeline(
@@ -362,7 +350,7 @@ class Session:
         proxy/server/prepared.py); the queries they hold go through the pipeline like any other."""
         match command:
             case DeclareCursor():
-                in_transaction = self.transaction_status == "T"
+                in_transaction = self.transaction.status == IN_BLOCK
                 cursors.check_declare(self.prepared, command, in_transaction=in_transaction)
                 query = self._single(service, command.query)
                 answer = await self._pipeline(query, statement, service, principal)
@@ -390,24 +378,10 @@ class Session:
     def _end_transaction(self, tag: str | None) -> None:
         """Cursors end with their transaction (WITH HOLD ones survive a COMMIT); COMMIT of a failed
         block is a rollback, as in PostgreSQL."""
-        if tag == "COMMIT" and self.transaction_status != "I":
-            self.prepared.end_transaction(committed=self.transaction_status == "T")
-        elif tag == "ROLLBACK" and self.transaction_status != "I":
+        if tag == "COMMIT" and self.transaction.status != IDLE:
+            self.prepared.end_transaction(committed=self.transaction.status == IN_BLOCK)
+        elif tag == "ROLLBACK" and self.transaction.status != IDLE:
             self.prepared.end_transaction(committed=False)
-
-    def _next_status(self, tag: str | None) -> str:
-        """ROLLBACK TO SAVEPOINT clears a failed block but stays in it (and outside a block, where
-        PostgreSQL would refuse it, changes nothing)."""
-        if tag == "ROLLBACK TO SAVEPOINT":
-            return "I" if self.transaction_status == "I" else "T"
-        return _TRANSITIONS.get(tag or "", self.transaction_status)
-
-    def _check_transaction(self, tag: str | None) -> None:
-        if self.transaction_status == "E" and tag not in TRANSACTION_ENDS:
-            raise InFailedTransactionError(
-                "current transaction is aborted, commands ignored until end of transaction block",
-                hint="send ROLLBACK",
-            )
 
     def _drop_prepared(self, tree: Tree, outcome: StatementOutcome, service: QueryService) -> None:
         """DEALLOCATE and DISCARD ALL are answered by the pipeline; what they drop lives here."""
@@ -427,9 +401,8 @@ class Session:
             log.exception("internal error incident=%s", getattr(proxy_error, "incident_id", "?"))
         if statement is not None:
             audit.refused(statement, proxy_error)
-        if self.transaction_status == "T":
-            self.transaction_status = "E"
-        return _error(proxy_error)
+        self.transaction.fail()
+        return error_message(proxy_error)
 
     async def _record(self, audit: AuditTrail) -> bytes | None:
         """Commit the message's audit entries before its answer leaves — except when every statement
@@ -449,14 +422,13 @@ class Session:
             await self.context.audit.append(entries)
         except Exception as error:
             log.error("audit append failed peer=%s error=%s", self.peer, error)
-            if self.transaction_status == "T":
-                self.transaction_status = "E"
-            return _error(as_proxy_error(error))
+            self.transaction.fail()
+            return error_message(as_proxy_error(error))
         return None
 
     def _end_of_batch(self) -> None:
         """Outside a transaction block each batch is its own transaction, and its portals end with it."""
-        if self.transaction_status == "I":
+        if self.transaction.status == IDLE:
             self.prepared.end_transaction()
 
     # ---- the extended query protocol ----
@@ -514,7 +486,7 @@ class Session:
     def _refuse_statement(self, refused: RefusedStatement) -> NoReturn:
         """What the pipeline would answer this statement: inside a failed block, that the block is
         aborted; otherwise the refusal the analysis worker found."""
-        self._check_transaction(None)
+        self.transaction.check(None)
         raise refused.refusal
 
     async def _parse(self, message: wire.Parse, service: QueryService, attempt: _Attempt) -> None:
@@ -525,7 +497,7 @@ class Session:
                 self._refuse_statement(tree)
         statement = parameterized_statement(trees, service.dataset)  # type: ignore[arg-type]
         if statement.tree is not None:
-            self._check_transaction(service.transaction_tag(statement.tree))
+            self.transaction.check(service.transaction_tag(statement.tree))
         types = parameter_types(message.param_type_oids, statement)
         self.prepared.add_statement(PreparedStatement(message.statement, message.query, statement, types))
         self.pending += wire.parse_complete()
@@ -534,7 +506,7 @@ class Session:
         prepared = self.prepared.statement(message.statement)
         attempt.statement = prepared.query
         if prepared.statement.tree is not None:
-            self._check_transaction(service.transaction_tag(prepared.statement.tree))
+            self.transaction.check(service.transaction_tag(prepared.statement.tree))
         values = prepared.decode(message.param_formats, message.params)
         self.prepared.add_portal(message.portal, Portal(prepared, values, message.result_formats))
         self.pending += wire.bind_complete()
@@ -550,7 +522,7 @@ class Session:
             tree = prepared.statement.bind(prepared.probes())
             description = await self._description(tree, service, principal)
             self.pending += wire.parameter_description(prepared.parameter_types)
-            self.pending += _row_description(description.columns, None)
+            self.pending += row_description(description.columns, None)
             return
         portal = self.prepared.portal(message.name)
         attempt.statement = portal.statement.query
@@ -564,12 +536,12 @@ class Session:
             attempt.statement = service.statement_text(tree) if tree is not None else attempt.statement
             portal.description = await self._description(tree, service, principal)
         columns = portal.description.columns
-        self.pending += _row_description(columns, portal.formats(columns) if columns is not None else None)
+        self.pending += row_description(columns, portal.formats(columns) if columns is not None else None)
 
     def _remembered_ping(self, portal: Portal, service: QueryService) -> Ping | None:
         """The remembered answer of a portal's statement when it is a ping without parameters; never
         in a failed transaction block, where the pipeline refuses it."""
-        if portal.values or self.transaction_status == "E":
+        if portal.values or self.transaction.status == FAILED:
             return None
         return self.pings.get(portal.statement.query)
 
@@ -578,7 +550,7 @@ class Session:
     ) -> Description:
         if tree is None:
             return Description(None)
-        self._check_transaction(service.transaction_tag(tree))
+        self.transaction.check(service.transaction_tag(tree))
         command = command_of(tree)
         if isinstance(command, FetchCursor):
             return Description(None if command.move else cursors.columns(self.prepared, command.name))
@@ -655,14 +627,14 @@ class Session:
                     tree, attempt.statement, service, principal, attempt.audit, described=described
                 )
                 if not portal.values and not attempt.audit.urgent:
-                    messages = b"".join(_outcome_messages(portal.outcome))
+                    messages = b"".join(outcome_messages(portal.outcome))
                     self.pings.remember(query, attempt.statement, portal.outcome, messages)
-        self.pending += b"".join(_portal_messages(portal, message.max_rows, first=first))
+        self.pending += b"".join(portal_messages(portal, message.max_rows, first=first))
 
     async def _sync(self) -> None:
         self.skipping = False
         self._end_of_batch()
-        self.pending += wire.ready_for_query(self.transaction_status)
+        self.pending += wire.ready_for_query(self.transaction.status)
         await self._flush()
 
     async def _flush(self) -> None:
@@ -672,118 +644,7 @@ class Session:
 
     async def _send_fatal(self, error: ProxyError) -> None:
         with contextlib.suppress(ClientGone):
-            await self.connection.send(_error(error, severity="FATAL"))
-
-
-def _error(error: ProxyError, *, severity: str = "ERROR") -> bytes:
-    fields = wire.ErrorFields(
-        severity=severity,
-        sqlstate=error.sqlstate,
-        message=error.message,
-        detail=error.detail,
-        hint=error.hint,
-        position=error.position,
-    )
-    return wire.error_response(fields)
-
-
-def _notice(text: str) -> bytes:
-    return wire.notice_response(wire.ErrorFields(severity="NOTICE", sqlstate="00000", message=text))
-
-
-def _outcome_messages(outcome: StatementOutcome) -> list[bytes]:
-    """A simple query's answer: the columns, every row in text, what the run says, the command tag."""
-    if outcome.copy is not None:
-        return [b"".join(part) if isinstance(part, Iterator) else part for part in _copy_messages(outcome)]
-    out: list[bytes] = []
-    if outcome.table is not None:
-        out.append(_row_description(outcome.table.columns, None))
-        out.extend(_data_rows(outcome.table.columns, outcome.table.rows, None))
-    return [*out, *_run_messages(outcome), wire.command_complete(outcome.tag)]
-
-
-def _copy_messages(outcome: StatementOutcome) -> list[bytes | Iterator[bytes]]:
-    """COPY … TO STDOUT: CopyOutResponse, the CopyData of every row (and header) — an iterator that
-    encodes them a chunk at a time —, CopyDone, what the run says, the command tag."""
-    copy = outcome.copy
-    assert copy is not None
-    data = copy_out.copy_data_messages(
-        copy.names,
-        copy.values,
-        copy.count,
-        csv=copy.options.format == "csv",
-        header=copy.options.header,
-        separator=copy.options.separator,
-    )
-    return [
-        copy_out.copy_out_response(len(copy.names)),
-        data,
-        copy_out.copy_done(),
-        *_run_messages(outcome),
-        wire.command_complete(outcome.tag),
-    ]
-
-
-def _run_messages(outcome: StatementOutcome) -> list[bytes]:
-    """What running the statement says besides its rows: notices (ε spent) and a changed setting."""
-    out = [_notice(text) for text in outcome.notices]
-    if outcome.parameter_changed is not None:
-        out.append(wire.parameter_status(*outcome.parameter_changed))
-    return out
-
-
-def _portal_messages(portal: Portal, max_rows: int, *, first: bool) -> list[bytes]:
-    """The rows of one Execute — at most ``max_rows`` (0: all) from where the last one stopped — then
-    PortalSuspended if rows remain, else CommandComplete with the number of rows of this Execute, as
-    PostgreSQL counts them. Only the Execute that ran the statement says what the run says."""
-    outcome = portal.outcome
-    assert outcome is not None
-    if outcome.copy is not None:  # COPY sends all its rows in one Execute, whatever max_rows says
-        if not first:
-            outcome = dataclasses.replace(outcome, notices=(), parameter_changed=None)
-        return _outcome_messages(outcome)
-    table = outcome.table
-    rows = table.rows if table is not None else []
-    start = portal.sent
-    portal.sent = len(rows) if max_rows <= 0 else min(len(rows), start + max_rows)
-    out = _data_rows(table.columns, rows[start : portal.sent], portal.formats(table.columns)) if table else []
-    if first:
-        out.extend(_run_messages(outcome))
-    if portal.sent < len(rows):
-        return [*out, wire.portal_suspended()]
-    tag = f"SELECT {portal.sent - start}" if outcome.tag.startswith("SELECT ") else outcome.tag
-    return [*out, wire.command_complete(tag)]
-
-
-def _row_description(columns: Sequence[ResultColumn] | None, formats: Sequence[int] | None) -> bytes:
-    """RowDescription, or NoData for a statement without rows; ``formats`` None means all text."""
-    if columns is None:
-        return wire.no_data()
-    codes = formats or [TEXT_FORMAT] * len(columns)
-    fields = []
-    for column, code in zip(columns, codes, strict=True):
-        oid = column.type_oid or TYPE_OIDS[column.type]
-        fields.append(
-            wire.FieldDescription(
-                name=column.name, type_oid=oid, type_size=pgtypes.TYPE_SIZES[oid], format_code=code
-            )
-        )
-    return wire.row_description(fields)
-
-
-def _data_rows(
-    columns: Sequence[ResultColumn], rows: Sequence[tuple[object, ...]], formats: Sequence[int] | None
-) -> list[bytes]:
-    """DataRows; all text unless Bind asked for binary columns."""
-    if not formats or not any(formats):
-        return [text_data_rows(rows)]
-    oids = [column.type_oid or TYPE_OIDS[column.type] for column in columns]
-    return [
-        wire.data_row(
-            [encode_value(oid, code, value) for oid, code, value in zip(oids, formats, row, strict=True)]
-        )
-        for row in rows
-    ]
+            await self.connection.send(error_message(error, severity="FATAL"))
 
 
 def _message_type(message: wire.FrontendMessage) -> str:
