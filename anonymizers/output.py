@@ -1,4 +1,5 @@
-"""Writing an anonymized table: CSV, Parquet, or a table in the backend (DuckDB file or PostgreSQL).
+"""Writing an anonymized table: CSV, Parquet, or a table in the backend (DuckDB file or PostgreSQL; a
+Spark dataset's tables are files the policy names, so a Spark source writes files only).
 
 Why two entry points: a global recoding is a pure function of each row's QI values, so the engine can
 apply it itself — join the table with registered hierarchy mapping tables (leaf → label), drop the
@@ -212,6 +213,11 @@ def _check_table(source: TableSource, target: OutputTarget, replace: bool) -> No
         raise AnonymizationError(
             "a CSV or Parquet input has no database to write a table into",
             hint="write to a .csv or .parquet path instead",
+        )
+    if source.dialect == "spark":
+        raise AnonymizationError(
+            "Veil writes no tables into a Spark dataset (its tables are files the policy names)",
+            hint="write --out PATH.parquet, and add it to the dataset's sources to query it",
         )
     assert target.table is not None
     if not replace and source.table_exists(target.table, _schema(source, target)):

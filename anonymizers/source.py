@@ -1,5 +1,6 @@
-"""The table an anonymization reads, in the engine that holds it: a DuckDB file, a PostgreSQL table, or a
-CSV/Parquet file read through an in-memory DuckDB.
+"""The table an anonymization reads, in the engine that holds it: a DuckDB file, a PostgreSQL table, a
+Spark dataset's table (a view in a Spark session: local or Spark Connect), or a CSV/Parquet file read
+through an in-memory DuckDB.
 
 Why a source object rather than a DataFrame: the optimal global recoding only needs *frequency sets*
 (``GROUP BY`` the quasi-identifiers with ``COUNT(*)``), which the engine computes far faster and in far less
@@ -7,13 +8,17 @@ memory than Python — a 10-million-row table never leaves the engine. Rows come
 algorithm needs them (Mondrian, combined de-identification) through :meth:`TableSource.dataframe`.
 
 SQL is built from sqlglot nodes with quoted identifiers; user values never enter SQL text — lookup tables
-(hierarchy mappings) are *registered* (DuckDB) or loaded with ``COPY`` into temporary tables (PostgreSQL),
-and file paths go through DuckDB's relation API.
+(hierarchy mappings) are *registered* (DuckDB), loaded with ``COPY`` into temporary tables (PostgreSQL)
+or sent as Arrow into temporary views (Spark), and file paths go through DuckDB's relation API.
+
+The Spark session is given, never made here: starting one (a local JVM or a Spark Connect client, with
+the dataset's settings) is the caller's business, and anonymizers/ knows nothing of the policy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -28,7 +33,7 @@ from sqlglot import exp
 
 from anonymizers.errors import AnonymizationError
 
-Dialect = Literal["duckdb", "postgres"]
+Dialect = Literal["duckdb", "postgres", "spark"]
 FileFormat = Literal["csv", "parquet"]
 CSV_VIEW = "veil_source"
 ROW_ID = "veil_row"
@@ -198,6 +203,113 @@ class _Postgres:
         self.connection.close()
 
 
+class SparkEngineError(Exception):
+    """A failure inside Spark under one name: pyspark raises many types (classic, Spark Connect, py4j),
+    and the commands that read a table turn this one into a line of text, as they do DuckDB's errors."""
+
+
+@contextmanager
+def _spark_errors() -> Iterator[None]:
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    try:
+        yield
+    except (PySparkException, Py4JError) as error:
+        text = str(error).strip()
+        raise SparkEngineError(text.splitlines()[0] if text else type(error).__name__) from None
+
+
+_SPARK_TYPES = {  # Spark's simple type names → the DuckDB names the commands read (numbers, times)
+    "tinyint": "TINYINT",
+    "smallint": "SMALLINT",
+    "int": "INTEGER",
+    "bigint": "BIGINT",
+    "float": "FLOAT",
+    "double": "DOUBLE",
+    "boolean": "BOOLEAN",
+    "string": "VARCHAR",
+    "date": "DATE",
+    "timestamp": "TIMESTAMP WITH TIME ZONE",
+    "timestamp_ntz": "TIMESTAMP",
+}
+
+
+class _Spark:
+    """A view in a Spark session (``pyspark.sql.SparkSession``, classic or Spark Connect). Results come
+    back as Arrow (``DataFrame.toArrow``): column by column, without a Python object per value."""
+
+    dialect: Dialect = "spark"
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.views: set[str] = set()
+
+    def _arrow(self, query: exp.Expression) -> Any:
+        with _spark_errors():
+            return self.session.sql(query.sql(dialect="spark")).toArrow()
+
+    def rows(self, query: exp.Expression) -> list[tuple[Any, ...]]:
+        with _spark_errors():
+            return [tuple(row) for row in self.session.sql(query.sql(dialect="spark")).collect()]
+
+    def arrays(self, query: exp.Expression) -> dict[str, np.ndarray]:
+        table = self._arrow(query)
+        return {name: table.column(name).to_numpy() for name in table.column_names}
+
+    def frame(self, query: exp.Expression) -> pd.DataFrame:
+        return self._arrow(query).to_pandas()  # type: ignore[no-any-return]
+
+    def batches(self, query: exp.Expression) -> Iterator[pd.DataFrame]:
+        """One batch: the driver holds the whole answer as Arrow anyway (codes are one to eight bytes)."""
+        yield self.frame(query)
+
+    def columns(self, table: exp.Table) -> list[tuple[str, str]]:
+        with _spark_errors():
+            fields = self.session.table(table.sql(dialect="spark")).schema.fields
+        return [(f.name, _spark_type(f.dataType.simpleString())) for f in fields]
+
+    def register(self, name: str, frame: pd.DataFrame) -> None:
+        """A temporary view of the frame, sent as Arrow: values never become SQL text."""
+        import pyarrow as pa
+
+        with _spark_errors():
+            arrow = pa.Table.from_pandas(frame, preserve_index=False)
+            self.session.createDataFrame(arrow).createOrReplaceTempView(name)
+        self.views.add(name)
+
+    def unregister(self, name: str) -> None:
+        with _spark_errors():
+            self.session.catalog.dropTempView(name)
+        self.views.discard(name)
+
+    def run(self, statements: list[exp.Expression]) -> None:
+        raise AnonymizationError(
+            "Veil writes no tables into a Spark dataset", hint="write --out PATH.parquet instead"
+        )
+
+    def write_file(self, query: exp.Expression, path: Path, file_format: FileFormat) -> None:
+        """The answer collected as Arrow and written by DuckDB's writers, as from a DuckDB source: Spark
+        itself writes a directory of part files, and a Spark Connect server writes on the cluster's
+        disks, not on the machine that runs the command."""
+        arrow = self._arrow(query)
+        with duckdb.connect() as local:
+            relation = local.from_arrow(arrow)
+            if file_format == "csv":
+                relation.write_csv(str(path), header=True)
+            else:
+                relation.write_parquet(str(path))
+
+    def close(self) -> None:
+        """Drop the views this source made; the session (and its JVM or connection) stays its owner's."""
+        for name in list(self.views):
+            self.unregister(name)
+
+
+def _spark_type(simple: str) -> str:
+    return _SPARK_TYPES.get(simple, simple.upper())
+
+
 def _postgres_type(series: pd.Series) -> str:
     if pd.api.types.is_integer_dtype(series):
         return "bigint"
@@ -274,6 +386,16 @@ class TableSource:
             ) from None
         return cls(_DuckDB(connection), quoted_table(CSV_VIEW), str(path), in_memory=True)
 
+    @classmethod
+    def spark(cls, session: Any, view: str, *, description: str) -> TableSource:
+        """Temporary view ``view`` of a Spark session (classic or Spark Connect) that the caller made
+        and registered; the view is dropped on close, the session is left running for its owner."""
+        engine = _Spark(session)
+        engine.views.add(view)
+        source = cls(engine, quoted_table(view), description)
+        source._require_table()
+        return source
+
     @property
     def dialect(self) -> Dialect:
         return self.engine.dialect
@@ -281,7 +403,7 @@ class TableSource:
     def _require_table(self) -> None:
         try:
             self.columns()
-        except (duckdb.Error, psycopg.Error):
+        except (duckdb.Error, psycopg.Error, SparkEngineError):
             self.close()
             raise AnonymizationError(
                 f"table {self.description} does not exist", hint="check the table and schema names"
@@ -292,6 +414,8 @@ class TableSource:
         if self.dialect == "duckdb":
             query = exp.Describe(this=exp.select(exp.Star()).from_(self.table))
             return [(row[0], row[1]) for row in self.engine.rows(query)]
+        if isinstance(self.engine, _Spark):
+            return self.engine.columns(self.table)
         assert isinstance(self.engine, _Postgres)
         cursor = self.engine.connection.execute(
             "SELECT column_name, data_type FROM information_schema.columns"
@@ -368,7 +492,8 @@ class TableSource:
         distinct value; columns named in ``text`` are matched as the engine's text (as hierarchy leaves are).
         Why not :meth:`dataframe`: a table of text columns costs tens of bytes per cell as Python strings,
         a code one to four. The engine numbers the rows with ``row_number() OVER ()`` — which follows the
-        table's row order (DuckDB guarantees it for a window with an empty ``OVER``) — joins each column
+        table's row order (DuckDB guarantees it for a window with an empty ``OVER``; Spark, which needs an
+        order, numbers by ``monotonically_increasing_id()``: file by file, row by row) — joins each column
         with its registered dictionary, and returns (row number, codes) in batches that are scattered into
         arrays of the smallest integer type that holds the codes; no value is ever a Python object. A NULL
         or a value missing from its dictionary raises instead of dropping the row.
@@ -381,9 +506,7 @@ class TableSource:
             for name, d in dictionaries.items()
         }
         numbered = exp.select(
-            exp.Sub(this=exp.Window(this=exp.RowNumber()), expression=exp.Literal.number(1)).as_(
-                ROW_ID, quoted=True
-            ),
+            exp.Sub(this=self._row_number(), expression=exp.Literal.number(1)).as_(ROW_ID, quoted=True),
             *(quoted_column(name) for name in names),
         ).from_(self.table)
         query = exp.select(quoted_column(ROW_ID, "t")).from_(numbered.subquery("t"))
@@ -414,6 +537,12 @@ class TableSource:
                 hint="filter or fill NULLs before anonymizing (e.g. with COALESCE in a view)",
             )
         return codes
+
+    def _row_number(self) -> exp.Window:
+        if self.dialect != "spark":
+            return exp.Window(this=exp.RowNumber())
+        scan_order = exp.Order(expressions=[exp.Ordered(this=exp.func("monotonically_increasing_id"))])
+        return exp.Window(this=exp.RowNumber(), order=scan_order)
 
     def rows(self, query: exp.Expression) -> list[tuple[Any, ...]]:
         return self.engine.rows(query)

@@ -152,11 +152,13 @@ def _new_session(master: str | None, remote: str | None) -> SparkSession:
         ) from None
     if remote is not None:
         try:
-            return SparkSession.builder.remote(remote).getOrCreate()
+            session = SparkSession.builder.remote(remote).getOrCreate()
         except BaseException:
             # pyspark marks the process as Spark Connect before it connects; undo it when it failed
             os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
             raise
+        _quiet_query_context_loggers()
+        return session
     builder = SparkSession.builder.master(master or "local[*]").appName("veil")
     for name, value in ROOT_SETTINGS.items():
         builder = builder.config(name, value)
@@ -279,20 +281,44 @@ def _register(
     """A view per table. One that cannot be read (a file that is not Parquet, a table missing from the
     catalog) is left out and logged — reading it reads file metadata, never rows — so a query on it
     fails as a query on a missing DuckDB table does, and the others still answer."""
-    for table, source in sources.items():
+    tables: list[tuple[str, SparkSource | None]] = [*sources.items(), *((table, None) for table in catalog)]
+    for table, source in tables:
         try:
-            reader = session.read
-            if source.format == "csv":
-                reader = reader.option("header", "true").option("inferSchema", "true")
-            reader.format(source.format).load(source.location).createOrReplaceTempView(table)
+            register_view(session, table, source, schema=schema)
         except Exception as error:  # the file's name and format only, never its rows
             session.catalog.dropTempView(table)
-            log.warning("Spark cannot read table %s from %s: %s", table, source.location, _first_line(error))
-    for table in catalog:
-        try:
-            session.table(f"`{schema}`.`{table}`").createOrReplaceTempView(table)
-        except Exception as error:
-            log.warning("Spark has no table %s.%s: %s", schema, table, _first_line(error))
+            where = f"from {source.location}" if source is not None else f"from the catalog ({schema})"
+            log.warning("Spark cannot read table %s %s: %s", table, where, _first_line(error))
+
+
+def register_view(session: SparkSession, table: str, source: SparkSource | None, *, schema: str) -> None:
+    """Temporary view ``table`` over its files (``source``), or over ``schema.table`` of the session's
+    catalog when it has none."""
+    if source is None:
+        session.table(f"`{schema}`.`{table}`").createOrReplaceTempView(table)
+        return
+    reader = session.read
+    if source.format == "csv":
+        reader = reader.option("header", "true").option("inferSchema", "true")
+    reader.format(source.format).load(source.location).createOrReplaceTempView(table)
+
+
+def table_session(
+    *, master: str | None, remote: str | None, table: str, source: SparkSource | None, schema: str
+) -> SparkSession:
+    """A session with the dataset's settings and one table as a view, for a command the data holder runs
+    on their own rows (``veil materialize``, ``veil risk``): it waits for Spark to start, and a table
+    Spark cannot read is an error that says why — the holder's own file, the holder's own words."""
+    session = _dataset_session(root_session(master=master, remote=remote).result(), remote=remote is not None)
+    try:
+        register_view(session, table, source, schema=schema)
+    except Exception as error:  # pyspark raises many types; the reason is one line for the holder
+        where = source.location if source is not None else f"the catalog's database {schema}"
+        raise BackendUnavailableError(
+            f"Spark cannot read table {table} from {where}: {_first_line(error)}",
+            hint="check the dataset's sources in the policy",
+        ) from None
+    return session
 
 
 def _files(path: Path) -> list[Path]:

@@ -22,7 +22,7 @@ from anonymizers.errors import AnonymizationError
 from anonymizers.hierarchy import Hierarchy, hierarchy_from_spec
 from anonymizers.risk.attack import AttackResult, simulate_attack
 from anonymizers.risk.pipeline import Pipeline
-from anonymizers.source import TableSource
+from anonymizers.source import SparkEngineError, TableSource
 from proxy.cli.anonymize_options import hierarchy_specs, pipeline_from_steps
 from proxy.cli.support import config_option, declared_dataset
 from proxy.config import POSTGRES, SPARK, DatasetPolicy, load_config
@@ -31,14 +31,14 @@ ROW_ID = "_veil_row_id"  # the hidden link of a released row to its original (ne
 
 
 def engine_errors(function: Callable[..., Any]) -> Callable[..., Any]:
-    """A failure inside DuckDB or PostgreSQL (a type the engine cannot cast, a lost connection) becomes
+    """A failure inside DuckDB, PostgreSQL or Spark (a type the engine cannot cast, a lost connection) becomes
     one line with the engine's first line: these commands run on the data holder's side, where the
     engine's words about their own data are theirs to read."""
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return function(*args, **kwargs)
-        except (duckdb.Error, psycopg.Error) as error:
+        except (duckdb.Error, psycopg.Error, SparkEngineError) as error:
             first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise AnonymizationError(
                 f"the database engine failed: {first}",
@@ -55,7 +55,10 @@ def source_options(function: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         config_option,
         click.option("--dataset", help="Dataset of the policy that holds --table."),
-        click.option("--table", help="Table to read (in the dataset's DuckDB file or PostgreSQL schema)."),
+        click.option(
+            "--table",
+            help="Table to read (in the dataset's DuckDB file or PostgreSQL schema, or a Spark table).",
+        ),
         click.option(
             "--input",
             "input_path",
@@ -104,20 +107,20 @@ def dataset_table(config_path: Path, dataset: str | None, table: str | None) -> 
 
 
 def spark_table_source(policy: DatasetPolicy, table: str) -> TableSource:
-    """A Spark dataset's table, read from its own files: DuckDB reads the Parquet file or directory (or
-    the CSV) that ``sources`` names, and runs the frequency queries there — on one machine, as for a
-    DuckDB dataset; no JVM is started for a command that runs on the data holder's side."""
-    source = policy.sources.get(table.lower())
-    if source is None or "://" in source.location:
-        where = "is read from the Spark catalog" if source is None else f"is at {source.location}"
-        raise AnonymizationError(
-            f"table {table} of Spark dataset {policy.name} {where}: materialize reads local files only",
-            hint="export it to Parquet and pass it with --input, or name a local path in the dataset's sources",
-        )
-    path = Path(source.location)
-    if source.format == "csv":
-        return TableSource.csv(path)
-    return TableSource.parquet(path / "**" / "*.parquet" if path.is_dir() else path)
+    """A Spark dataset's table as a view in a Spark session with the dataset's settings — local
+    (``spark_master``) or Spark Connect (``spark_remote``) — over its ``sources`` files, or from the
+    catalog's ``schema`` when it has none: the frequency queries run in Spark, where the data are."""
+    from proxy.backends.spark import table_session  # pyspark is imported only for a Spark dataset
+
+    name = table.lower()
+    session = table_session(
+        master=policy.spark_master,
+        remote=policy.spark_remote,
+        table=name,
+        source=policy.sources.get(name),
+        schema=policy.schema,
+    )
+    return TableSource.spark(session, name, description=f"{policy.name}.{name} (Spark)")
 
 
 def read_released(text: str, config_path: Path, dataset: str | None, delimiter: str | None) -> pd.DataFrame:
