@@ -315,6 +315,26 @@ def spark_ready() -> None:
         )
 
 
+@pytest.fixture(scope="session")
+def spark_connect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``sc://127.0.0.1:PORT`` of a real Spark Connect server (tests/spark_connect_server.py), started
+    once for the session; skips (or, with VEIL_REQUIRE_SPARK=1, fails) when pyspark's launcher, its
+    jar or Java is missing. Talk to it from subprocesses only: this process keeps its local session."""
+    from tests.spark_connect_server import ConnectUnavailable, connect_server
+
+    try:
+        with connect_server(tmp_path_factory.mktemp("spark-connect")) as url:
+            yield url
+            return
+    except ConnectUnavailable as error:
+        reason = f"no Spark Connect server ({error})"
+    if os.environ.get(REQUIRE_SPARK_VARIABLE) == "1":
+        pytest.fail(f"{REQUIRE_SPARK_VARIABLE}=1 but {reason}", pytrace=False)
+    pytest.skip(
+        f"{reason}; pip install 'veil-sql[spark]', or {REQUIRE_SPARK_VARIABLE}=1 to make this an error"
+    )
+
+
 @contextlib.contextmanager
 def schema_in(dsn: str) -> Iterator[str]:
     """A new, uniquely named schema (``veil_test_…``), dropped (CASCADE) when the block ends.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import itertools
 import json
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,7 @@ from click.testing import CliRunner
 from anonymizers.release_search import Target, k_grid, suppression_grid
 from proxy.cli.main import main as veil_main
 from proxy.cli.sources import progress_callback
+from tests.conftest import veil_command
 
 QIS = ["age", "sex", "zip"]
 ROWS = 800
@@ -599,3 +601,30 @@ def test_a_spark_dataset_releases_what_the_duckdb_dataset_releases(
     assert len(spark_table) and class_sizes(spark_table).min() >= 5
     pd.testing.assert_frame_equal(spark_table, duck_table)
     assert spark_report == duck_report
+
+
+def veil_process(*arguments: Any) -> None:
+    """``veil`` in a process of its own: pyspark turns a whole process to Spark Connect once it opens a
+    remote session, and this one keeps its local session for the other tests."""
+    completed = subprocess.run(
+        [*veil_command(), *(str(a) for a in arguments)], capture_output=True, text=True, check=False
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+
+
+@pytest.mark.spark
+def test_a_spark_connect_dataset_releases_what_the_duckdb_dataset_releases(
+    spark_connect: str, data: dict[str, Path]
+) -> None:
+    """``spark_remote``: the frequency sets are computed by a real Spark Connect server."""
+    results = kanon_in_both(data, spark_lake(data, remote=spark_connect), KANON_RUNS["optimal"], veil_process)
+    (duck_table, duck_report), (spark_table, spark_report) = results["duckdb"], results["spark"]
+    pd.testing.assert_frame_equal(spark_table, duck_table)
+    assert spark_report == duck_report
+
+
+@pytest.mark.spark
+def test_a_spark_dataset_writes_no_table(spark_ready: None, data: dict[str, Path]) -> None:
+    output = veil("materialize", "kanon", "--config", spark_lake(data), "--dataset", "lake", "--table", "people",
+                  "--qi", ",".join(QIS), "--k", 5, "--out", "db:released", expect=1).output  # fmt: skip
+    assert "Veil writes no tables into a Spark dataset" in output and "PATH.parquet" in output

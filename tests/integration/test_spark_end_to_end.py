@@ -22,7 +22,8 @@ pytestmark = pytest.mark.spark
 EPSILON = 2.0  # of alice's 10, in two answers of the demo's max_epsilon 1: noise of scale ≈ 1 person
 
 
-def _spark_demo(directory: Path) -> Path:
+def spark_demo(directory: Path, *, remote: str | None = None) -> Path:
+    """The demo's policy on Spark: its tables as Parquet files, a local session or ``remote``."""
     demo = build_demo(directory, people=1000)
     sources = parquet_tables(demo.database, directory / "parquet")
     text = demo.config.read_text()
@@ -30,7 +31,8 @@ def _spark_demo(directory: Path) -> Path:
     assert location in text
     # the server's JVM runs ten nice levels below the wire (as DuckDB's threads do): on a loaded CI
     # machine its first queries can take long; this test is about the path, not the speed
-    text = text.replace(location, 'backend = "spark"\nstatement_timeout_ms = 600000\n', 1)
+    session = "" if remote is None else f'spark_remote = "{remote}"\n'
+    text = text.replace(location, f'backend = "spark"\n{session}statement_timeout_ms = 600000\n', 1)
     text += f"\n[datasets.{DATASET}.sources]\n"
     text += "".join(f'{table} = "parquet/{name}"\n' for table, name in sources.items())
     demo.config.write_text(text)
@@ -40,7 +42,7 @@ def _spark_demo(directory: Path) -> Path:
 def test_psycopg_gets_dp_answers_from_a_spark_dataset(
     spark_ready: None, tmp_path: Path, serve: Callable[[Path], RunningServer]
 ) -> None:
-    config = _spark_demo(tmp_path / "demo")
+    config = spark_demo(tmp_path / "demo")
     with duckdb.connect(str(tmp_path / "demo" / "demo.duckdb"), read_only=True) as connection:
         (patients,) = connection.execute("SELECT COUNT(*) FROM patients").fetchone() or (0,)
         by_region = dict(
