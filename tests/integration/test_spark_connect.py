@@ -34,10 +34,12 @@ def connect_demo(spark_connect: str, tmp_path_factory: pytest.TempPathFactory) -
 
 
 @pytest.fixture
-def connection(
-    connect_demo: Path, serve: Callable[[Path], RunningServer]
-) -> Callable[..., psycopg.Connection[Any]]:
-    server = serve(connect_demo)
+def server(connect_demo: Path, serve: Callable[[Path], RunningServer]) -> RunningServer:
+    return serve(connect_demo)
+
+
+@pytest.fixture
+def connection(server: RunningServer) -> Callable[..., psycopg.Connection[Any]]:
 
     def open_as(analyst: Any = ALICE) -> psycopg.Connection[Any]:
         return psycopg.connect(server.conninfo(analyst), autocommit=True, prepare_threshold=None)
@@ -79,7 +81,7 @@ def test_a_guess_about_one_patient_is_answered_either_way_over_connect(
 
 
 def test_an_engine_failure_over_connect_is_charged_and_says_nothing_of_spark(
-    connect_demo: Path, connection: Callable[..., psycopg.Connection[Any]]
+    connect_demo: Path, server: RunningServer, connection: Callable[..., psycopg.Connection[Any]]
 ) -> None:
     admin = Admin(connect_demo)
     analyst = admin.add_analyst(1.0, prefix="broken")
@@ -91,3 +93,4 @@ def test_an_engine_failure_over_connect_is_charged_and_says_nothing_of_spark(
     assert "charged ε=0.1" in message
     assert not any(word in message for word in ("visits", "Spark", "TABLE_OR_VIEW", "Parquet"))
     assert [spend["state"] for spend in admin.history(analyst)] == ["committed"]
+    assert "TABLE_OR_VIEW_NOT_FOUND" not in server.output()  # pyspark's own ERROR log of the query
