@@ -72,8 +72,8 @@ ROOT_SETTINGS = {  # set once, when the local JVM starts
     **SESSION_SETTINGS,
 }
 INSTALL_HINT = (
-    "install it with: pip install 'veil-sql[spark]' (Spark needs Java 17 or later on the PATH; "
-    "Spark Connect also needs pip install 'pyspark[connect]')"
+    "install it with: pip install 'veil-sql[spark]' (pyspark with its Spark Connect client; a local "
+    "session needs Java 17 or later on the PATH)"
 )
 _MOMENT_TYPES = ("date", "timestamp", "timestamp_ntz")
 _TYPE_NAMES = {  # Spark's simple type names → the DuckDB-style names the query service reads
