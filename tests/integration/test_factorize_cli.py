@@ -194,3 +194,23 @@ def test_a_threshold_nothing_reaches_is_said_and_clustered_scores_show_the_exact
                 "--out", out)  # fmt: skip
     assert "no value reached the threshold 5" in text
     assert "(1/|group| credit: 0.0250)" in text  # everyone in one group of 40: 1/40, not the sources' 1/3
+
+
+@pytest.mark.spark
+def test_a_spark_dataset_factorizes_as_the_duckdb_dataset(spark_ready: None, dataset: dict[str, Any]) -> None:
+    """The windows (ranked, windowed SQL written for DuckDB) computed by Spark: the same release."""
+    parquet = dataset["dir"] / "events.parquet"
+    with duckdb.connect(str(dataset["database"]), read_only=True) as connection:
+        connection.execute(f"COPY events TO '{parquet}' (FORMAT parquet)")
+    spark_config = dataset["dir"] / "spark.toml"
+    spark_config.write_text(
+        tomli_w.dumps({"datasets": {"lake": {"backend": "spark", "sources": {"events": str(parquet)}}}})
+    )
+    released = {}
+    for name, source in (("duckdb", dataset["source"]),
+                         ("spark", ["--config", spark_config, "--dataset", "lake", "--table", "events"])):  # fmt: skip
+        out = dataset["dir"] / f"{name}.csv"
+        veil("materialize", "factorize", *source, *WINDOWING, "--k", 3, *FAST, "--out", out)
+        released[name] = pd.read_csv(out)
+    assert len(released["spark"]) == 2 * 40 * 30
+    pd.testing.assert_frame_equal(released["spark"], released["duckdb"])
