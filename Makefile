@@ -34,7 +34,7 @@ demo: $(CORE)  ## build the synthetic demo (once) and serve it in the foreground
 test: $(STAMP)  ## the whole suite but the Spark tests (about 11 minutes on 2 cores)
 	$(BIN)/python -m pytest -q
 
-test-spark: $(STAMP)  ## the tests marked spark: the table-driven SQL tests on a local Spark session (Java 17)
+test-spark: $(STAMP)  ## the tests marked spark: a local Spark session and a Spark Connect server (Java 17)
 	$(BIN)/python -m pytest -q -m spark
 
 bench: $(STAMP)  ## benchmarks; results go into docs/benchmarks.md
