@@ -16,7 +16,7 @@ from sqlglot import exp
 
 from proxy.analysis.checks import check_predicate
 from proxy.analysis.derived import ValueBound
-from proxy.analysis.filter_clauses import FILTERED
+from proxy.analysis.filter_clauses import FILTERED, as_written, filter_case
 from proxy.analysis.intervals import interval, is_integer
 from proxy.analysis.refusals import refuse
 from proxy.analysis.value_kinds import value_kind
@@ -257,7 +257,7 @@ def _quantile(node: exp.Expression, scope: ColumnScope) -> Aggregate | None:
         argument = order[0].this
     else:
         return None
-    source = _aggregate_input(argument, scope, AggregateKind.QUANTILE)
+    source = _aggregate_input(argument, scope, AggregateKind.QUANTILE, call=as_written(node))
     return Aggregate(AggregateKind.QUANTILE, source, q)
 
 
@@ -309,14 +309,14 @@ def parse_aggregate(node: exp.Expression, scope: ColumnScope) -> Aggregate:
         return selection
     kind = _AGGREGATES.get(type(node))
     if kind is None:
-        name = node.this.sql_name() if isinstance(node, exp.WithinGroup) else node.sql_name()
-        raise refuse(f"aggregate {name.lower()}() is not supported yet on private data")
+        name = as_written(node).partition("(")[0]  # string_agg, not sqlglot's group_concat
+        raise refuse(f"aggregate {name}() is not supported yet on private data")
     argument = node.this
     if isinstance(argument, exp.Distinct):
         return _distinct_count(node, argument, scope)
     if kind is AggregateKind.COUNT and isinstance(argument, exp.Star):
         return Aggregate(AggregateKind.COUNT_ROWS, None)
-    return Aggregate(kind, _aggregate_input(argument, scope, kind))
+    return Aggregate(kind, _aggregate_input(argument, scope, kind, call=as_written(node)))
 
 
 def _paired(node: exp.Expression, scope: ColumnScope) -> Aggregate | None:
@@ -327,9 +327,10 @@ def _paired(node: exp.Expression, scope: ColumnScope) -> Aggregate | None:
         return None
     arguments = [node.this, node.expression]
     written = [_as_written(argument)[0] for argument in arguments]
+    inputs = [_aggregate_input(argument, scope, kind, call=as_written(node)) for argument in arguments]
     y, x = (
-        dataclasses.replace(_aggregate_input(argument, scope, kind), shown=text)  # v.cost, not v__cost
-        for argument, text in zip(arguments, written, strict=True)
+        dataclasses.replace(source, shown=text)  # v.cost, not v__cost
+        for source, text in zip(inputs, written, strict=True)
     )
     label = ", ".join(written)
     first, second = sorted((y, x), key=input_order)
@@ -427,39 +428,36 @@ def _clamped(expression: exp.Expression, lower: float, upper: float) -> exp.Expr
     )
 
 
-def _aggregate_input(argument: exp.Expression, scope: ColumnScope, kind: AggregateKind) -> AggregateInput:
+def _aggregate_input(
+    argument: exp.Expression, scope: ColumnScope, kind: AggregateKind, *, call: str
+) -> AggregateInput:
     """A column keeps its declared bounds; an expression gets bounds by interval analysis, or from
-    ``veil_clamp(expr, lower, upper)``; COUNT needs none."""
+    ``veil_clamp(expr, lower, upper)``; COUNT needs none. The argument of a FILTER clause is read as the
+    argument alone, then under the condition. ``call`` is the aggregate as written, for refusals."""
+    if (filtered := filter_case(argument)) is not None:
+        condition, value = filtered
+        source = _aggregate_input(value, scope, kind, call=call)
+        if isinstance(value, exp.Column) and _bounds_chosen_with_dp(value, scope, kind):
+            raise refuse(
+                f"{call}: a FILTER clause on a per-person value whose bounds are chosen with DP is not "
+                "supported yet",
+                hint=f"clamp the value yourself: veil_clamp({source.text}, lower, upper), or move the "
+                "condition to WHERE",
+            )
+        return _under_condition(source, argument, condition, scope)
     if isinstance(argument, exp.Star) or (
         isinstance(argument, exp.Column) and isinstance(argument.this, exp.Star)
     ):
-        raise refuse(f"{kind.value}(*) is not allowed", hint="aggregate a column or an expression of columns")
+        raise refuse(f"{call} is not allowed", hint="aggregate a column or an expression of columns")
     if isinstance(argument, exp.Column):
-        column = scope.column(argument)
-        if column.type.is_moment:
-            return dataclasses.replace(_moment_input(column, kind), shown=written(argument))
-        source = AggregateInput(
-            column.name,
-            exp.column(column.name),
-            column.type,
-            column.lower,
-            column.upper,
-            shown=written(argument),
-        )
-        bound = scope.value_bound(column.name) if kind.needs_bounds and not source.has_bounds else None
-        if bound is not None:  # a per-person total: bounds chosen with DP when the query runs
-            lower, upper = bound.bounds
-            return dataclasses.replace(source, lower=lower, upper=upper)
-        if kind.needs_bounds:
-            _require_bounds(source, kind, column.type.is_numeric)
-        return source
+        return _column_input(argument, scope, kind, call=call)
     clamp = _veil_clamp(argument)
     expression = scope.unqualified(clamp[0] if clamp else argument)
     check_predicate(expression, clause="an aggregate")
     if kind.needs_bounds and value_kind(expression, table=scope.table).is_moment:
         raise refuse(
-            f"{kind.value.upper()}({argument.sql(dialect='postgres')}): only a date or timestamp column "
-            "itself is answered, not a date or timestamp computed from it",
+            f"{call}: only a date or timestamp column itself is answered, not a date or timestamp computed "
+            "from it",
             hint=_DATE_HINT,
         )
     text = expression.sql(dialect="postgres")
@@ -467,16 +465,62 @@ def _aggregate_input(argument: exp.Expression, scope: ColumnScope, kind: Aggrega
     low, high = clamp[1:] if clamp else interval(expression, table=scope.table)
     finite = math.isfinite(low) and math.isfinite(high) and low < high
     lower, upper = (low, high) if finite else (None, None)
-    shown, condition = _as_written(argument)  # veil_clamp too; a FILTER clause as a FILTER clause
-    source = AggregateInput(
-        input_name(text, lower, upper), expression, numeric, lower, upper, shown=shown, condition=condition
-    )
+    shown = written(argument)  # veil_clamp too
     if kind.needs_bounds and not finite:
         raise refuse(
-            f"{kind.value.upper()}({text}): the range of the expression cannot be derived from the policy",
-            hint=f"clamp it explicitly: veil_clamp({text}, lower, upper) — or declare bounds for its columns",
+            f"{call}: the range of {shown} cannot be derived from the policy",
+            hint=f"clamp it explicitly: veil_clamp({shown}, lower, upper) — or declare bounds for its columns",
         )
+    return AggregateInput(input_name(text, lower, upper), expression, numeric, lower, upper, shown=shown)
+
+
+def _column_input(
+    argument: exp.Column, scope: ColumnScope, kind: AggregateKind, *, call: str
+) -> AggregateInput:
+    column = scope.column(argument)
+    if column.type.is_moment:
+        return dataclasses.replace(_moment_input(column, kind, call=call), shown=written(argument))
+    source = AggregateInput(
+        column.name,
+        exp.column(column.name),
+        column.type,
+        column.lower,
+        column.upper,
+        shown=written(argument),
+    )
+    bound = scope.value_bound(column.name) if kind.needs_bounds and not source.has_bounds else None
+    if bound is not None:  # a per-person total: bounds chosen with DP when the query runs
+        lower, upper = bound.bounds
+        return dataclasses.replace(source, lower=lower, upper=upper)
+    if kind.needs_bounds:
+        _require_bounds(source, call=call, numeric=column.type.is_numeric)
     return source
+
+
+def _bounds_chosen_with_dp(value: exp.Column, scope: ColumnScope, kind: AggregateKind) -> bool:
+    """Whether ``value`` is a per-person value whose bounds are chosen with DP when the query runs: the
+    choice is applied by the column's name (QueryShape.with_value_bounds), which a FILTER's CASE hides."""
+    column = scope.column(value)
+    return kind.needs_bounds and not column.has_bounds and scope.value_bound(column.name) is not None
+
+
+def _under_condition(
+    source: AggregateInput, case: exp.Case, condition: exp.Expression, scope: ColumnScope
+) -> AggregateInput:
+    """``source`` read only where the FILTER clause's condition holds: ``CASE WHEN condition THEN value
+    END``, with the value's bounds and type (NULL elsewhere, which every aggregate skips), named by the
+    clause as written."""
+    test = scope.unqualified(condition)
+    check_predicate(test, clause="an aggregate")
+    expression = exp.Case(ifs=[exp.If(this=test, true=source.expression.copy())])
+    shown, written_condition = case.meta[FILTERED]
+    return dataclasses.replace(
+        source,
+        name=input_name(expression.sql(dialect="postgres"), source.lower, source.upper),
+        expression=expression,
+        shown=shown,
+        condition=written_condition,
+    )
 
 
 DAY_ZERO = datetime.date(1970, 1, 1)
@@ -534,7 +578,7 @@ def _moment_number(column: ColumnPolicy) -> tuple[exp.Expression, float, float]:
     return days, float(day_number(column.lower)), float(day_number(column.upper))
 
 
-def _moment_input(column: ColumnPolicy, kind: AggregateKind) -> AggregateInput:
+def _moment_input(column: ColumnPolicy, kind: AggregateKind, *, call: str) -> AggregateInput:
     """COUNT(d) reads the date or timestamp as it is. A quantile (MIN, MAX, MEDIAN, PERCENTILE) reads
     its day number (a date) or epoch second (a timestamp) clamped to the declared bounds' numbers, so it
     is answered by the same grid histogram and exponential mechanism as a number, and released in the
@@ -543,10 +587,10 @@ def _moment_input(column: ColumnPolicy, kind: AggregateKind) -> AggregateInput:
     if not kind.needs_bounds:
         return plain
     if kind is not AggregateKind.QUANTILE:
-        raise refuse(f'{kind.value.upper()}("{column.name}") needs a numeric column', hint=_DATE_HINT)
+        raise refuse(f'{call}: column "{column.name}" is not numeric', hint=_DATE_HINT)
     if not isinstance(column.lower, datetime.date) or not isinstance(column.upper, datetime.date):
         raise refuse(
-            f'{kind.value.upper()}("{column.name}") needs declared bounds',
+            f'{call}: column "{column.name}" has no declared bounds',
             hint="declare lower and upper " + _BOUNDS_EXAMPLES[column.type].format(name=column.name),
         )
     number, lower, upper = _moment_number(column)
@@ -577,22 +621,29 @@ def _number(node: exp.Expression) -> float | None:
 def _distinct_count(node: exp.Expression, distinct: exp.Distinct, scope: ColumnScope) -> Aggregate:
     unit = scope.table.privacy_unit
     arguments = distinct.expressions
-    if unit is not None and isinstance(node, exp.Count) and any(isinstance(a, exp.Case) for a in arguments):
-        raise refuse(
-            f"COUNT(DISTINCT {unit}) with a condition (FILTER or CASE) is not supported yet",
-            hint=f"move the condition to WHERE: SELECT COUNT(DISTINCT {unit}) FROM … WHERE …",
-        )
-    if (
-        isinstance(node, exp.Count)
-        and unit is not None
-        and len(arguments) == 1
-        and isinstance(arguments[0], exp.Column)
-        and scope.column(arguments[0]).name == unit
-    ):
-        return Aggregate(AggregateKind.COUNT_UNITS, None, unit=written(arguments[0]))
+    if isinstance(node, exp.Count) and unit is not None:
+        values = [filtered[1] if (filtered := filter_case(a)) else a for a in arguments]
+        conditional = any(isinstance(a, exp.Case) for a in arguments)
+        # a FILTER clause on COUNT(DISTINCT other) is refused for the DISTINCT, the first thing to change
+        if conditional and (_is_unit(values, scope) or not any(filter_case(a) for a in arguments)):
+            raise refuse(
+                f"COUNT(DISTINCT {unit}) with a condition (FILTER or CASE) is not supported yet",
+                hint=f"move the condition to WHERE: SELECT COUNT(DISTINCT {unit}) FROM … WHERE …",
+            )
+        if _is_unit(arguments, scope):
+            return Aggregate(AggregateKind.COUNT_UNITS, None, unit=written(arguments[0]))
     raise refuse(
         "DISTINCT aggregates are only supported as COUNT(DISTINCT <privacy unit>)",
         hint=f"count people with COUNT(DISTINCT {unit})" if unit else "each row is one person: use COUNT(*)",
+    )
+
+
+def _is_unit(arguments: list[exp.Expression], scope: ColumnScope) -> bool:
+    """Whether the arguments of a DISTINCT are the table's privacy unit alone."""
+    return (
+        len(arguments) == 1
+        and isinstance(arguments[0], exp.Column)
+        and scope.column(arguments[0]).name == scope.table.privacy_unit
     )
 
 
@@ -608,12 +659,11 @@ def written(node: exp.Expression) -> str:
     return node.sql(dialect="postgres", normalize_functions="lower")
 
 
-def _require_bounds(column: AggregateInput, kind: AggregateKind, numeric: bool) -> None:
-    name = kind.value.upper()
+def _require_bounds(column: AggregateInput, *, call: str, numeric: bool) -> None:
     if not numeric:
-        raise refuse(f'{name}("{column.text}") needs a numeric column', hint="use COUNT instead")
+        raise refuse(f'{call}: column "{column.text}" is not numeric', hint="use COUNT instead")
     if not column.has_bounds:
         raise refuse(
-            f'{name}("{column.text}") needs declared bounds',
+            f'{call}: column "{column.text}" has no declared bounds',
             hint=f"declare lower and upper for column {column.name} in the policy (veil.toml)",
         )

@@ -8,7 +8,8 @@ bounded by interval analysis (a CASE without ELSE has its THEN's range; analysis
 
 Each CASE made here remembers, in its ``meta[FILTERED]``, the aggregate's argument and condition as the
 analyst wrote them (``*`` and ``cost IS NULL``), so that NOTICEs and ``veil explain`` name the aggregate
-as written — ``count(*) FILTER (WHERE cost IS NULL)`` — not by this rewrite (analysis/aggregates.py).
+as written — ``count(*) FILTER (WHERE cost IS NULL)`` — not by this rewrite (analysis/aggregates.py). The
+rewritten aggregate remembers the whole call as written (:func:`as_written`), for the refusals that name it.
 
 >>> filters_as_case(sqlglot.parse_one("SELECT COUNT(*) FILTER (WHERE cost IS NULL) FROM visits")).sql()
 'SELECT COUNT(CASE WHEN cost IS NULL THEN 1 END) FROM visits'
@@ -20,6 +21,8 @@ from sqlglot import exp
 
 FILTERED = "veil_filter"
 """The meta key of a CASE made from a FILTER clause: (the argument, the condition), as written."""
+_CALL = "veil_filter_call"
+"""The meta key of an aggregate rewritten here: the call with its FILTER clause, as written."""
 
 
 def filters_as_case(tree: exp.Expression) -> exp.Expression:
@@ -33,7 +36,30 @@ def _rewrite(node: exp.Expression) -> exp.Expression:
     if not isinstance(node, exp.Filter) or not isinstance(node.expression, exp.Where):
         return node
     aggregate = _rewrite(node.this) if isinstance(node.this, exp.Filter) else node.this
-    return _conditional(aggregate.copy(), node.expression.this)
+    condition = node.expression.this
+    rewritten = _conditional(aggregate.copy(), condition)
+    rewritten.meta[_CALL] = f"{as_written(aggregate)} FILTER (WHERE {_written(condition)})"
+    return rewritten
+
+
+def as_written(aggregate: exp.Expression) -> str:
+    """An aggregate call as the analyst wrote it, so that a refusal names what the analyst can find in
+    the query: ``median(age)`` (not the ``percentile_cont(0.5)`` sqlglot writes for PostgreSQL), and
+    ``min(ts) FILTER (WHERE region = 'north')`` for a call rewritten here, not the CASE it became."""
+    if _CALL in aggregate.meta:
+        return str(aggregate.meta[_CALL])
+    if isinstance(aggregate, exp.Median):
+        return f"median({_written(aggregate.this)})"
+    return _written(aggregate)
+
+
+def filter_case(argument: exp.Expression) -> tuple[exp.Expression, exp.Expression] | None:
+    """The condition and the value of a CASE made here from a FILTER clause (None for any other
+    expression, a CASE the analyst wrote included): the value is ``1`` for ``COUNT(*)``."""
+    if not isinstance(argument, exp.Case) or FILTERED not in argument.meta:
+        return None
+    (branch,) = argument.args["ifs"]
+    return branch.this, branch.args["true"]
 
 
 def _conditional(aggregate: exp.Expression, condition: exp.Expression) -> exp.Expression:

@@ -25,6 +25,7 @@ from sqlglot import exp
 
 from proxy.analysis.checks import check_predicate
 from proxy.analysis.derived import DerivedSource, ValueBound
+from proxy.analysis.filter_clauses import as_written
 from proxy.analysis.intervals import interval, is_integer
 from proxy.analysis.refusals import refuse_construct
 from proxy.analysis.set_operations import union_parts
@@ -211,7 +212,7 @@ def _value_type(node: exp.Expression, expression: exp.Expression, table: TablePo
     if isinstance(expression, exp.Column):
         column = _column(expression, table)
         if isinstance(node, exp.Sum) and not column.type.is_numeric:
-            raise refuse(f'SUM("{column.name}") needs a numeric column')
+            raise refuse(f'{as_written(node)}: column "{column.name}" is not numeric')
         return column.type
     return ColumnType.INTEGER if is_integer(expression, table) else ColumnType.REAL
 

@@ -358,7 +358,7 @@ REFUSED = [
     (
         "SELECT AVG(n) FROM (SELECT user_id, MIN(movie) AS n FROM ratings GROUP BY user_id) p",
         "42501",
-        "needs declared bounds",
+        r'avg\(n\): column "n" has no declared bounds',
     ),
     ("SELECT COUNT(*) FROM (SELECT * FROM visits ORDER BY age LIMIT 10) s", "42501", "LIMIT and OFFSET"),
     (

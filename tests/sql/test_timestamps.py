@@ -190,6 +190,20 @@ SHAPES = {
         (2 * GRID_STEP,) * 5,
         (TS,) * 5,
     ),
+    "timestamp-quantiles-under-a-filter": Shape(
+        "SELECT MIN(ts) FILTER (WHERE region = 'north'), MAX(ts) FILTER (WHERE region = 'south') FROM events",
+        {
+            engine: "SELECT MIN(ts) FILTER (WHERE region = 'north'), MAX(ts) FILTER (WHERE region = 'south')"
+            " FROM events"
+            for engine in ("duckdb", "postgres")
+        },
+        (
+            ("min(ts) FILTER (WHERE region = 'north')", QUANTILE_SENSITIVITY),
+            ("max(ts) FILTER (WHERE region = 'south')", QUANTILE_SENSITIVITY),
+        ),
+        (2 * GRID_STEP,) * 2,
+        (TS,) * 2,
+    ),
     "timestamp-median-per-year": Shape(
         "SELECT EXTRACT(year FROM ts) AS year, COUNT(*) AS events, MEDIAN(ts) AS middle FROM events"
         " GROUP BY 1 ORDER BY 1",
@@ -292,13 +306,13 @@ KEYS_HINT = "group by a day or longer of ts"
 REFUSALS = {
     "sum-of-a-timestamp": (
         "SELECT SUM(ts) FROM events",
-        'SUM("ts") needs a numeric column',
+        'sum(ts): column "ts" is not numeric',
         "timestamp column",
     ),
-    "avg-of-a-timestamp": ("SELECT AVG(ts) FROM events", 'AVG("ts") needs a numeric column', "MIN, MAX"),
+    "avg-of-a-timestamp": ("SELECT AVG(ts) FROM events", 'avg(ts): column "ts" is not numeric', "MIN, MAX"),
     "quantile-of-an-unbounded-timestamp": (
         "SELECT MAX(unbounded) FROM events",
-        'QUANTILE("unbounded") needs declared bounds',
+        'max(unbounded): column "unbounded" has no declared bounds',
         "declare lower and upper timestamps for column unbounded",
     ),
     "quantile-of-a-timestamp-expression": (

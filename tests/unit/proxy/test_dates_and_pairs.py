@@ -243,18 +243,18 @@ def test_each_aggregate_measures_only_the_sums_it_needs(aggregate: str, statisti
 @pytest.mark.parametrize(
     ("sql", "message"),
     [
-        ("SELECT CORR(y, label) FROM m", 'CORR("label") needs a numeric column'),
-        ("SELECT CORR(free, x) FROM m", 'CORR("free") needs declared bounds'),
-        ("SELECT CORR(y, day) FROM m", 'CORR("day") needs a numeric column'),
+        ("SELECT CORR(y, label) FROM m", 'corr(y, label): column "label" is not numeric'),
+        ("SELECT CORR(free, x) FROM m", 'corr(free, x): column "free" has no declared bounds'),
+        ("SELECT CORR(y, day) FROM m", 'corr(y, day): column "day" is not numeric'),
         (
             "SELECT REGR_SLOPE(y, free + 1) FROM m",
-            "REGR_SLOPE(free + 1): the range of the expression cannot be",
+            "regr_slope(y, free + 1): the range of free + 1 cannot be",
         ),
-        ("SELECT SUM(day) FROM m", 'SUM("day") needs a numeric column'),
-        ("SELECT MEDIAN(undated) FROM m", 'QUANTILE("undated") needs declared bounds'),
+        ("SELECT SUM(day) FROM m", 'sum(day): column "day" is not numeric'),
+        ("SELECT MEDIAN(undated) FROM m", 'median(undated): column "undated" has no declared bounds'),
         (
             "SELECT MAX(day + 1) FROM m",
-            "QUANTILE(day + 1): only a date or timestamp column itself is answered",
+            "max(day + 1): only a date or timestamp column itself is answered",
         ),
     ],
 )

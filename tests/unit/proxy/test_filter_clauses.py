@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 import sqlglot
 
@@ -9,9 +12,10 @@ from proxy.analysis.aggregates import AggregateKind
 from proxy.analysis.filter_clauses import filters_as_case
 from proxy.analysis.parse import parse_statements
 from proxy.analysis.statements import PrivateQuery, classify
+from proxy.config import parse_config
 from proxy.errors import PolicyViolationError
 from proxy.release.plan import price_query
-from tests.unit.proxy.policy_fixture import clinic_policy
+from tests.unit.proxy.policy_fixture import POLICY, clinic_policy
 
 
 @pytest.mark.parametrize(
@@ -52,6 +56,15 @@ def test_a_filtered_count_over_a_private_column_is_answered() -> None:
 def test_a_filtered_sum_keeps_the_bounds_of_its_value() -> None:
     (aggregate,) = shape_of("SELECT SUM(cost) FILTER (WHERE age > 65) FROM visits").shape.aggregates
     assert aggregate.column is not None and (aggregate.column.lower, aggregate.column.upper) == (-50, 500.5)
+
+
+def test_a_filtered_clamp_keeps_the_bounds_of_the_clamp() -> None:
+    """``veil_clamp`` is read inside the FILTER clause's CASE: it used to be refused as ``function
+    anonymous()``."""
+    sql = "SELECT SUM(veil_clamp(cost, 0, 10)) FILTER (WHERE age > 65) FROM visits"
+    (aggregate,) = shape_of(sql).shape.aggregates
+    assert aggregate.column is not None and (aggregate.column.lower, aggregate.column.upper) == (0, 10)
+    assert aggregate.label == "sum(veil_clamp(cost, 0, 10)) FILTER (WHERE age > 65)"
 
 
 def test_filtered_and_unfiltered_aggregates_are_different_quantities() -> None:
@@ -128,3 +141,116 @@ def test_notices_and_explain_name_a_filtered_aggregate_as_written(sql: str, labe
     plan = price_query(shape_of(sql).shape, epsilon=1.0)
     assert sorted(m.quantity.label for m in plan.measurements) == sorted(labels)
     assert sorted(label for label, _, _ in plan.split()) == sorted(labels)  # what the NOTICE lists
+
+
+EVENTS = """
+[datasets.clinic.tables.events]
+privacy_unit = "pid"
+max_contributions = 2
+
+[datasets.clinic.tables.events.columns]
+pid = { type = "integer" }
+ts = { type = "timestamp", lower = 2024-01-01T00:00:00, upper = 2025-12-31T23:59:59 }
+unbounded = { type = "timestamp" }
+day = { type = "date", lower = 2024-01-01, upper = 2025-12-31 }
+undated = { type = "date" }
+n = { type = "integer" }
+x = { type = "real", lower = 0, upper = 10 }
+note = { type = "text" }
+region = { type = "text", public = true, values = ["north", "south"] }
+"""
+FILTER = "FILTER (WHERE region = 'north')"
+
+# An aggregate as the analyst writes it → its refusal without a FILTER clause. With one, the refusal must
+# be the same, naming the aggregate with its FILTER clause wherever it names the aggregate at all.
+AGGREGATE_REFUSALS = {
+    "quantile-of-an-unbounded-timestamp": (
+        "MIN(unbounded)",
+        'min(unbounded): column "unbounded" has no declared bounds',
+    ),
+    "quantile-of-an-unbounded-date": (
+        "MAX(undated)",
+        'max(undated): column "undated" has no declared bounds',
+    ),
+    "percentile-of-an-unbounded-number": (
+        "PERCENTILE_CONT(0.9) WITHIN GROUP (ORDER BY n)",
+        'percentile_cont(0.9) WITHIN GROUP (ORDER BY n): column "n" has no declared bounds',
+    ),
+    "median-of-text": ("MEDIAN(note)", 'median(note): column "note" is not numeric'),
+    "sum-of-a-timestamp": ("SUM(ts)", 'sum(ts): column "ts" is not numeric'),
+    "avg-of-a-date": ("AVG(day)", 'avg(day): column "day" is not numeric'),
+    "sum-of-an-unbounded-number": ("SUM(n)", 'sum(n): column "n" has no declared bounds'),
+    "stddev-of-text": ("STDDEV(note)", 'stddev(note): column "note" is not numeric'),
+    "corr-with-text": ("CORR(x, note)", 'corr(x, note): column "note" is not numeric'),
+    "regression-on-an-unbounded-number": (
+        "REGR_SLOPE(n, x)",
+        'regr_slope(n, x): column "n" has no declared bounds',
+    ),
+    "covariance-of-an-underivable-range": (
+        "COVAR_POP(x, n * 2)",
+        "covar_pop(x, n * 2): the range of n * 2 cannot be derived from the policy",
+    ),
+    "sum-of-an-underivable-range": (
+        "SUM(x / n)",
+        "sum(x / n): the range of x / n cannot be derived from the policy",
+    ),
+    "quantile-of-a-computed-timestamp": (
+        "MIN(ts + INTERVAL '1' HOUR)",
+        "min(ts + INTERVAL '1 HOUR'): only a date or timestamp column itself is answered, not a date or timestamp "
+        "computed from it",
+    ),
+    "sum-of-star": ("SUM(*)", "sum(*) is not allowed"),
+    "an-unsupported-aggregate": (
+        "STRING_AGG(note, ',')",
+        "aggregate string_agg() is not supported yet on private data",
+    ),
+    "distinct-of-another-column": (
+        "COUNT(DISTINCT n)",
+        "DISTINCT aggregates are only supported as COUNT(DISTINCT <privacy unit>)",
+    ),
+    "an-empty-clamp": (
+        "SUM(veil_clamp(x, 5, 1))",
+        "veil_clamp takes (expression, lower, upper) with constant numbers, lower < upper",
+    ),
+}
+
+
+def refusal(sql: str) -> PolicyViolationError:
+    dataset = parse_config(POLICY + EVENTS, path=Path("/nonexistent/veil.toml")).dataset("clinic")
+    assert dataset is not None
+    (tree,) = parse_statements(sql)
+    with pytest.raises(PolicyViolationError) as raised:
+        classify(tree, dataset)
+    return raised.value
+
+
+@pytest.mark.parametrize("name", list(AGGREGATE_REFUSALS))
+def test_a_refusal_names_the_aggregate_as_written(name: str) -> None:
+    aggregate, message = AGGREGATE_REFUSALS[name]
+    assert refusal(f"SELECT {aggregate} FROM events").message == message
+
+
+@pytest.mark.parametrize("name", list(AGGREGATE_REFUSALS))
+def test_a_refusal_of_a_filtered_aggregate_names_it_with_its_filter_clause(name: str) -> None:
+    """Not by the CASE it is analysed as (``sum(CASE WHEN region = 'north' THEN n END)``), and for the
+    same reason as without the clause (the range of a CASE, or a date computed, was the reason given)."""
+    aggregate, message = AGGREGATE_REFUSALS[name]
+    error = refusal(f"SELECT {aggregate} {FILTER} FROM events")
+    call = re.match(
+        r"[a-z_]+\(.*?\)(?=:| is not allowed)", message
+    )  # the aggregate, where the message names it
+    expected = message if call is None else message.replace(call[0], f"{call[0]} {FILTER}", 1)
+    assert error.message == expected
+    assert "CASE" not in error.message and "CASE" not in (error.hint or "")
+
+
+def test_a_filter_on_a_value_whose_bounds_are_chosen_with_dp_is_refused_by_name() -> None:
+    error = refusal(
+        "WITH p AS (SELECT pid, COUNT(*) AS k FROM events GROUP BY pid) "
+        "SELECT AVG(k) FILTER (WHERE k > 1) FROM p"
+    )
+    assert error.message == (
+        "avg(k) FILTER (WHERE k > 1): a FILTER clause on a per-person value whose bounds are chosen "
+        "with DP is not supported yet"
+    )
+    assert "veil_clamp(k, lower, upper)" in (error.hint or "")
