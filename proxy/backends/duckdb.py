@@ -3,6 +3,10 @@
 The dataset file is opened read-only with external access disabled and the configuration
 locked: even if a query slipped past the allow-list, it could neither write nor read files
 (``read_csv('/etc/passwd')``) nor change those settings back.
+
+Its time zone is UTC, whatever the machine's (DuckDB takes ``TZ`` by default): a ``TIMESTAMP WITH TIME
+ZONE`` column declared ``timestamp`` is then read, truncated and compared in UTC, as on a PostgreSQL
+dataset (proxy/backends/postgres.py sets the same) and as Veil sends timestamps.
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ log = logging.getLogger("veil.backend")
 # Engine calls run on threads of lowered priority (proxy/backends/priority.py), one process-wide pool.
 _ENGINE_THREADS = engine_executor()
 SANDBOX_CONFIG = {"enable_external_access": False, "lock_configuration": True}
+# Set once the database is open (the ICU extension that knows time zones is loaded only then), before the
+# configuration is locked: a query cannot change them back.
+_SESSION_SETTINGS = ("SET GLOBAL TimeZone = 'UTC'", "SET GLOBAL lock_configuration = true")
 # Engine types whose NumPy form (``fetchnumpy``) turns back into exactly the Python values ``fetchall``
 # gives: integers up to 64 bits, floats, booleans, strings. Not HUGEINT or DECIMAL (NumPy makes them
 # float64), nor dates and times (datetime64: a DATE would come back as a datetime).
@@ -57,7 +64,7 @@ class DuckDBBackend:
         self._path: Path | None = path
         self._watchdog = Watchdog(statement_timeout_ms) if statement_timeout_ms is not None else None
         try:
-            self._connection = duckdb.connect(str(path), read_only=True, config=dict(SANDBOX_CONFIG))
+            self._connection = _connect(str(path), read_only=True)
         except duckdb.Error as error:
             raise BackendUnavailableError(
                 f"cannot open the dataset file {path}",
@@ -69,7 +76,7 @@ class DuckDBBackend:
     def sandbox(cls) -> DuckDBBackend:
         """An empty in-memory engine for constant queries (``SELECT 1``): it holds no data at all."""
         backend = cls.__new__(cls)
-        backend._connection = duckdb.connect(":memory:", config=dict(SANDBOX_CONFIG))
+        backend._connection = _connect(":memory:", read_only=False)
         backend._path = None
         backend._watchdog = None
         return backend
@@ -107,6 +114,16 @@ class DuckDBBackend:
 
     def close(self) -> None:
         self._connection.close()
+
+
+def _connect(database: str, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """A connection without external access, in UTC, its configuration locked (the cursors that run
+    queries are connections to the same database: they share it)."""
+    config = {**SANDBOX_CONFIG, "lock_configuration": False}
+    connection = duckdb.connect(database, read_only=read_only, config=config)
+    for setting in _SESSION_SETTINGS:
+        connection.execute(setting)
+    return connection
 
 
 def _run(cursor: duckdb.DuckDBPyConnection, sql: str) -> tuple[Description, Rows]:

@@ -17,31 +17,33 @@ from __future__ import annotations
 
 import datetime
 import random
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import duckdb
 import psycopg
 import pytest
-import tomli_w
+from psycopg.conninfo import make_conninfo
 
 from budget.ledger import Ledger
-from budget.loss import PrivacyLoss
-from proxy.backends.base import Backend
-from proxy.backends.duckdb import DuckDBBackend
-from proxy.backends.postgres import PostgresBackend
-from proxy.config import ColumnType, DatasetPolicy, parse_config
+from proxy.config import ColumnType, parse_config
 from proxy.errors import ConfigError, PolicyViolationError
 from proxy.query.explain import explain_query
-from proxy.query.service import Principal, QueryService, StatementOutcome
-from proxy.settings import SessionSettings
-from proxy.wire.scram import make_scram_verifier
-from tests.conftest import Admin, RunningServer, schema_in
+from proxy.query.service import QueryService
+from tests.conftest import Admin, RunningServer
 from tests.sql.answer_checks import assert_priced_as_split, assert_rows_close
+from tests.sql.engines import (
+    EPSILON,
+    Engine,
+    Rows,
+    granted_ledger,
+    on_duckdb,
+    on_postgres,
+    query_service,
+    run,
+)
 
-ALICE = Principal("alice")
-EPSILON = 100.0
 FIRST, LAST = datetime.datetime(2024, 1, 1), datetime.datetime(2025, 12, 31, 23, 59, 59)
 GRID_STEP = (LAST - FIRST).total_seconds() / 1000  # seconds between two grid points of a quantile
 ROWS = 12_000
@@ -84,38 +86,18 @@ FROM generate_series(0::bigint, {ROWS - 1}) AS t(i)
 """
 
 
-@dataclass(frozen=True)
-class Engine:
-    name: str
-    dataset: DatasetPolicy
-    make_backend: Callable[[], Backend]
-    policy: str  # the policy text, for a served copy
+EVENTS = Rows("demo", POLICY, "events.duckdb", {"duckdb": DUCKDB_EVENTS, "postgres": POSTGRES_EVENTS})
 
 
 @pytest.fixture(scope="module")
 def duckdb_engine(tmp_path_factory: pytest.TempPathFactory) -> Engine:
-    directory = tmp_path_factory.mktemp("events")
-    path = directory / "events.duckdb"
-    with duckdb.connect(str(path)) as connection:
-        connection.execute(DUCKDB_EVENTS)
-    text = POLICY.replace('path = "events.duckdb"\n', tomli_w.dumps({"path": str(path)}))
-    dataset = parse_config(text, path=directory / "veil.toml").dataset("demo")
-    assert dataset is not None
-    return Engine("duckdb", dataset, lambda: DuckDBBackend(path), text)
+    return on_duckdb(EVENTS, tmp_path_factory.mktemp("events"))
 
 
 @pytest.fixture(scope="module")
 def postgres_engine(postgres_dsn: str) -> Iterator[Engine]:
-    with schema_in(postgres_dsn) as schema:
-        with psycopg.connect(postgres_dsn, autocommit=True) as connection:
-            connection.execute(f"SET search_path TO {schema}")
-            connection.execute(POSTGRES_EVENTS)  # type: ignore[arg-type]
-        location = 'backend = "postgres"\n' + tomli_w.dumps({"dsn": postgres_dsn, "schema": schema})
-        text = POLICY.replace('path = "events.duckdb"\n', location)
-        dataset = parse_config(text, path=Path("/nonexistent/veil.toml")).dataset("demo")
-        assert dataset is not None and dataset.dsn is not None
-        dsn = dataset.dsn
-        yield Engine("postgres", dataset, lambda: PostgresBackend(dsn, schema=schema, pool_size=2), text)
+    with on_postgres(EVENTS, postgres_dsn) as engine:
+        yield engine
 
 
 @pytest.fixture(params=["duckdb", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -125,28 +107,15 @@ def engine(request: pytest.FixtureRequest) -> Engine:
 
 @pytest.fixture
 def ledger(tmp_path: Path) -> Iterator[Ledger]:
-    ledger = Ledger.create(tmp_path / "ledger.sqlite")
-    ledger.add_analyst("alice", make_scram_verifier("secret", iterations=1))
-    ledger.grant("alice", "demo", PrivacyLoss(1000.0, 1e-5))
+    ledger = granted_ledger(tmp_path / "ledger.sqlite", "demo")
     yield ledger
     ledger.close()
 
 
 @pytest.fixture
 def service(engine: Engine, ledger: Ledger) -> Iterator[QueryService]:
-    backend, sandbox = engine.make_backend(), DuckDBBackend.sandbox()
-    try:
-        yield QueryService(
-            engine.dataset, backend=backend, sandbox=sandbox, ledger=ledger, rng=random.Random(18)
-        )
-    finally:
-        backend.close()
-        sandbox.close()
-
-
-def run(service: QueryService, sql: str, epsilon: float = EPSILON) -> StatementOutcome:
-    (tree,) = service.parse(sql)
-    return service.run(tree, principal=ALICE, settings=SessionSettings({"veil.epsilon": f"{epsilon:g}"}))
+    with query_service(engine, ledger) as service:
+        yield service
 
 
 # --- accepted shapes --------------------------------------------------------------------------------------
@@ -433,30 +402,43 @@ def test_a_psycopg_client_receives_timestamps_as_datetimes(
         assert data_type == "timestamp without time zone"
 
 
-@pytest.mark.postgres
-def test_a_postgresql_timestamptz_column_is_read_in_utc(postgres_dsn: str, ledger: Ledger) -> None:
-    """A column stored as ``timestamptz`` and declared ``timestamp`` is read in UTC, whatever the session's
-    TimeZone would have been (New York, from the connection string): 23:30 at -05 is 04:30 the next day
-    in UTC, so every row falls in February."""
-    new_york = psycopg.conninfo.make_conninfo(postgres_dsn, options="-c TimeZone=America/New_York")
-    with schema_in(postgres_dsn) as schema:
-        with psycopg.connect(postgres_dsn, autocommit=True) as connection:
-            connection.execute(f"SET search_path TO {schema}")
-            connection.execute(
-                "CREATE TABLE events AS SELECT i AS pid, TIMESTAMPTZ '2024-01-31 23:30:00-05' AS ts,"
-                " NULL::timestamp AS unbounded, 'north'::text AS region FROM generate_series(1, 400) AS t(i)"
-            )
-        location = 'backend = "postgres"\n' + tomli_w.dumps({"dsn": new_york, "schema": schema})
-        text = POLICY.replace('path = "events.duckdb"\n', location)
-        dataset = parse_config(text, path=Path("/nonexistent/veil.toml")).dataset("demo")
-        assert dataset is not None and dataset.dsn is not None
-        backend, sandbox = PostgresBackend(dataset.dsn, schema=schema, pool_size=1), DuckDBBackend.sandbox()
-        service = QueryService(dataset, backend=backend, sandbox=sandbox, ledger=ledger, rng=random.Random(3))
-        try:
-            outcome = run(service, "SELECT date_trunc('month', ts) AS month, COUNT(*) FROM events GROUP BY 1")
-        finally:
-            backend.close()
-            sandbox.close()
+# 23:30 at -05 is 04:30 the next day in UTC: every row falls in February
+NEW_YORK_EVENTS = (
+    "CREATE TABLE events AS SELECT i AS pid, TIMESTAMPTZ '2024-01-31 23:30:00-05' AS ts,"
+    " NULL::timestamp AS unbounded, 'north'::text AS region FROM generate_series(1, 400) AS t(i)"
+)
+NEW_YORK = Rows("demo", POLICY, "events.duckdb", {"duckdb": NEW_YORK_EVENTS, "postgres": NEW_YORK_EVENTS})
+
+
+@pytest.fixture
+def new_york_engine(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> Iterator[Engine]:
+    """The rows with their timestamps stored with a time zone, where the default time zone is New York:
+    the machine's (``TZ``, which DuckDB takes when it opens a database) and the PostgreSQL session's
+    (from the connection string)."""
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        if request.param == "duckdb":
+            yield on_duckdb(NEW_YORK, tmp_path)
+        else:
+            dsn = request.getfixturevalue("postgres_dsn")
+            with on_postgres(NEW_YORK, make_conninfo(dsn, options="-c TimeZone=America/New_York")) as engine:
+                yield engine
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+@pytest.mark.parametrize(
+    "new_york_engine", ["duckdb", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
+def test_a_timestamptz_column_is_read_in_utc(new_york_engine: Engine, ledger: Ledger) -> None:
+    """A column stored as ``TIMESTAMP WITH TIME ZONE`` and declared ``timestamp`` is read in UTC on both
+    engines, whatever their default time zone: Veil's engine sessions run with ``TimeZone = 'UTC'``."""
+    with query_service(new_york_engine, ledger, seed=3) as service:
+        outcome = run(service, "SELECT date_trunc('month', ts) AS month, COUNT(*) FROM events GROUP BY 1")
     assert outcome.table is not None
     counts = dict(outcome.table.rows)
     assert (
