@@ -19,7 +19,6 @@ import datetime
 import random
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
@@ -28,16 +27,13 @@ from psycopg.conninfo import make_conninfo
 
 from budget.ledger import Ledger
 from proxy.config import ColumnType, parse_config
-from proxy.errors import ConfigError, PolicyViolationError
-from proxy.query.explain import explain_query
+from proxy.errors import ConfigError
 from proxy.query.service import QueryService
 from tests.conftest import Admin, RunningServer
-from tests.sql.answer_checks import assert_priced_as_split, assert_rows_close
+from tests.sql.answer_checks import Shape, assert_answered, assert_refused
 from tests.sql.engines import (
-    EPSILON,
     Engine,
     Rows,
-    granted_ledger,
     on_duckdb,
     on_postgres,
     query_service,
@@ -90,32 +86,13 @@ EVENTS = Rows("demo", POLICY, "events.duckdb", {"duckdb": DUCKDB_EVENTS, "postgr
 
 
 @pytest.fixture(scope="module")
-def duckdb_engine(tmp_path_factory: pytest.TempPathFactory) -> Engine:
-    return on_duckdb(EVENTS, tmp_path_factory.mktemp("events"))
-
-
-@pytest.fixture(scope="module")
-def postgres_engine(postgres_dsn: str) -> Iterator[Engine]:
-    with on_postgres(EVENTS, postgres_dsn) as engine:
-        yield engine
+def rows() -> Rows:
+    return EVENTS
 
 
 @pytest.fixture(params=["duckdb", pytest.param("postgres", marks=pytest.mark.postgres)])
 def engine(request: pytest.FixtureRequest) -> Engine:
     return request.getfixturevalue(f"{request.param}_engine")  # type: ignore[no-any-return]
-
-
-@pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[Ledger]:
-    ledger = granted_ledger(tmp_path / "ledger.sqlite", "demo")
-    yield ledger
-    ledger.close()
-
-
-@pytest.fixture
-def service(engine: Engine, ledger: Ledger) -> Iterator[QueryService]:
-    with query_service(engine, ledger) as service:
-        yield service
 
 
 # --- accepted shapes --------------------------------------------------------------------------------------
@@ -124,31 +101,12 @@ TS, D, N = ColumnType.TIMESTAMP, ColumnType.DATE, ColumnType.INTEGER
 QUANTILE_SENSITIVITY = 5040.0  # L · K: rank sensitivity in histogram weights, as for dates and numbers
 
 
-@dataclass(frozen=True)
-class Shape:
-    """An accepted query; the exact answer's SQL per engine (same columns and row order); the NOTICE's
-    split ((quantity, sensitivity), ε shared equally); each column's tolerance (seconds for a timestamp,
-    days for a date, units otherwise) and type."""
-
-    sql: str
-    exact: dict[str, str]
-    split: tuple[tuple[str, float], ...]
-    tolerances: tuple[float, ...]
-    types: tuple[ColumnType, ...]
-    rows: int = 1
-
-
 SHAPES = {
     "timestamp-min-max-percentiles": Shape(
         "SELECT MIN(ts), MAX(ts), MEDIAN(ts), PERCENTILE_DISC(0.25) WITHIN GROUP (ORDER BY ts),"
         " PERCENTILE_CONT(0.9) WITHIN GROUP (ORDER BY ts) FROM events",
-        {
-            "duckdb": "SELECT MIN(ts), MAX(ts), quantile_disc(ts, 0.5), quantile_disc(ts, 0.25),"
-            " quantile_disc(ts, 0.9) FROM events",
-            "postgres": "SELECT MIN(ts), MAX(ts), percentile_disc(0.5) WITHIN GROUP (ORDER BY ts),"
-            " percentile_disc(0.25) WITHIN GROUP (ORDER BY ts), percentile_disc(0.9) WITHIN GROUP"
-            " (ORDER BY ts) FROM events",
-        },
+        "SELECT MIN(ts), MAX(ts), quantile_disc(ts, 0.5), quantile_disc(ts, 0.25),"
+        " quantile_disc(ts, 0.9) FROM events",
         (
             ("min(ts)", QUANTILE_SENSITIVITY),
             ("max(ts)", QUANTILE_SENSITIVITY),
@@ -158,14 +116,15 @@ SHAPES = {
         ),
         (2 * GRID_STEP,) * 5,
         (TS,) * 5,
+        exact_by_engine={
+            "postgres": "SELECT MIN(ts), MAX(ts), percentile_disc(0.5) WITHIN GROUP (ORDER BY ts),"
+            " percentile_disc(0.25) WITHIN GROUP (ORDER BY ts), percentile_disc(0.9) WITHIN GROUP"
+            " (ORDER BY ts) FROM events"
+        },
     ),
     "timestamp-quantiles-under-a-filter": Shape(
         "SELECT MIN(ts) FILTER (WHERE region = 'north'), MAX(ts) FILTER (WHERE region = 'south') FROM events",
-        {
-            engine: "SELECT MIN(ts) FILTER (WHERE region = 'north'), MAX(ts) FILTER (WHERE region = 'south')"
-            " FROM events"
-            for engine in ("duckdb", "postgres")
-        },
+        "SELECT MIN(ts) FILTER (WHERE region = 'north'), MAX(ts) FILTER (WHERE region = 'south') FROM events",
         (
             ("min(ts) FILTER (WHERE region = 'north')", QUANTILE_SENSITIVITY),
             ("max(ts) FILTER (WHERE region = 'south')", QUANTILE_SENSITIVITY),
@@ -176,23 +135,20 @@ SHAPES = {
     "timestamp-median-per-year": Shape(
         "SELECT EXTRACT(year FROM ts) AS year, COUNT(*) AS events, MEDIAN(ts) AS middle FROM events"
         " GROUP BY 1 ORDER BY 1",
-        {
-            "duckdb": "SELECT EXTRACT(year FROM ts)::INTEGER, COUNT(*), quantile_disc(ts, 0.5) FROM events"
-            " GROUP BY 1 ORDER BY 1",
-            "postgres": "SELECT EXTRACT(year FROM ts)::int, COUNT(*), percentile_disc(0.5) WITHIN GROUP"
-            " (ORDER BY ts) FROM events GROUP BY 1 ORDER BY 1",
-        },
+        "SELECT EXTRACT(year FROM ts)::INTEGER, COUNT(*), quantile_disc(ts, 0.5) FROM events"
+        " GROUP BY 1 ORDER BY 1",
         (("count(*)", 2.0), ("median(ts)", QUANTILE_SENSITIVITY)),
         (0, 2, 2 * GRID_STEP),
         (N, N, TS),
         rows=2,
+        exact_by_engine={
+            "postgres": "SELECT EXTRACT(year FROM ts)::int, COUNT(*), percentile_disc(0.5) WITHIN GROUP"
+            " (ORDER BY ts) FROM events GROUP BY 1 ORDER BY 1"
+        },
     ),
     "group-by-month-of-a-timestamp": Shape(
         "SELECT date_trunc('month', ts) AS month, COUNT(*) AS events FROM events GROUP BY 1 ORDER BY 1",
-        {
-            engine: "SELECT date_trunc('month', ts), COUNT(*) FROM events GROUP BY 1 ORDER BY 1"
-            for engine in ("duckdb", "postgres")
-        },
+        "SELECT date_trunc('month', ts), COUNT(*) FROM events GROUP BY 1 ORDER BY 1",
         (("count(*)", 2.0),),
         (0, 2),
         (TS, N),
@@ -201,11 +157,8 @@ SHAPES = {
     "group-by-day-and-region": Shape(
         "SELECT CAST(ts AS DATE) AS day, region, COUNT(*) FROM events WHERE ts >= '2025-12-01'"
         " GROUP BY 1, 2 HAVING COUNT(*) > 0 ORDER BY 1, 2",
-        {
-            engine: "SELECT CAST(ts AS DATE), region, COUNT(*) FROM events WHERE ts >= '2025-12-01'"
-            " GROUP BY 1, 2 ORDER BY 1, 2"
-            for engine in ("duckdb", "postgres")
-        },
+        "SELECT CAST(ts AS DATE), region, COUNT(*) FROM events WHERE ts >= '2025-12-01'"
+        " GROUP BY 1, 2 ORDER BY 1, 2",
         (("count(*)", 2.0),),
         (0, 0, 2),
         (D, ColumnType.TEXT, N),
@@ -213,14 +166,14 @@ SHAPES = {
     ),
     "group-by-weekday": Shape(
         "SELECT EXTRACT(dow FROM ts) AS weekday, COUNT(*) FROM events GROUP BY 1 ORDER BY 1",
-        {
-            "duckdb": "SELECT EXTRACT(dow FROM ts)::INTEGER, COUNT(*) FROM events GROUP BY 1 ORDER BY 1",
-            "postgres": "SELECT EXTRACT(dow FROM ts)::int, COUNT(*) FROM events GROUP BY 1 ORDER BY 1",
-        },
+        "SELECT EXTRACT(dow FROM ts)::INTEGER, COUNT(*) FROM events GROUP BY 1 ORDER BY 1",
         (("count(*)", 2.0),),
         (0, 2),
         (N, N),
         rows=7,
+        exact_by_engine={
+            "postgres": "SELECT EXTRACT(dow FROM ts)::int, COUNT(*) FROM events GROUP BY 1 ORDER BY 1"
+        },
     ),
 }
 
@@ -229,17 +182,7 @@ SHAPES = {
 def test_each_timestamp_shape_is_answered_priced_and_accurate(
     name: str, engine: Engine, service: QueryService, ledger: Ledger
 ) -> None:
-    shape = SHAPES[name]
-    outcome = run(service, shape.sql)
-    assert outcome.table is not None
-    explained = explain_query(engine.dataset, shape.sql, backend=service.backend, epsilon=EPSILON)
-    assert_priced_as_split(
-        outcome, explained, ledger=ledger, dataset="demo", split=shape.split, epsilon=EPSILON
-    )
-    assert [column.type for column in outcome.table.columns] == list(shape.types)
-    expected = service.backend.execute(shape.exact[engine.name])[1]
-    assert len(outcome.table.rows) == shape.rows
-    assert_rows_close(outcome.table.rows, expected, shape.tolerances)
+    assert_answered(SHAPES[name], engine=engine, service=service, ledger=ledger)
 
 
 def test_a_timestamp_quantile_is_released_in_whole_seconds_within_the_bounds(service: QueryService) -> None:
@@ -316,13 +259,7 @@ REFUSALS = {
 def test_each_timestamp_refusal_says_what_is_wrong_and_spends_nothing(
     name: str, service: QueryService, ledger: Ledger
 ) -> None:
-    sql, message, hint = REFUSALS[name]
-    with pytest.raises(PolicyViolationError) as raised:
-        run(service, sql)
-    assert raised.value.sqlstate == "42501"
-    assert message in raised.value.message, raised.value.message
-    assert hint in (raised.value.hint or ""), raised.value.hint
-    assert ledger.history("alice") == []
+    assert_refused(*REFUSALS[name], service=service, ledger=ledger)
 
 
 # --- the policy's timestamp bounds ------------------------------------------------------------------------
