@@ -77,16 +77,8 @@ _TYPES: dict[str, dict[str, object]] = {
     },
 }
 
-# Per (analyst, dataset, period): one row per value of a partition column that spends were charged
-# to (partition_value: the value as JSON), and one per column with partition_value '' holding the
-# statistic-by-statistic largest of its values' rows and, in ``releases``, the number of the column's
-# spends. Derived from the spends, like ``totals``.
-_PARTITION_TOTALS = """CREATE TABLE partition_totals (
-        analyst {text} NOT NULL,
-        dataset {text} NOT NULL,
-        period {text} NOT NULL,
-        partition_column {text} NOT NULL,
-        partition_value {text} NOT NULL,
+# The running statistics of a set of spends, in ``totals`` and ``partition_totals`` alike.
+_STATISTICS = """\
         releases INTEGER NOT NULL,
         epsilon {text} NOT NULL CHECK ({amount:epsilon}),
         delta {text} NOT NULL CHECK ({amount:delta}),
@@ -94,8 +86,25 @@ _PARTITION_TOTALS = """CREATE TABLE partition_totals (
         epsilon_expm1 {real} NOT NULL,
         rho {real} NOT NULL,
         zcdp_delta {text} NOT NULL CHECK ({amount:zcdp_delta}),
+"""
+
+# Per (analyst, dataset, period): one row per value of a partition column that spends were charged
+# to (partition_value: the value as JSON), and one per column with partition_value '' holding the
+# statistic-by-statistic largest of its values' rows and, in ``releases``, the number of the column's
+# spends. Derived from the spends, like ``totals``.
+_PARTITION_TOTALS = (
+    """CREATE TABLE partition_totals (
+        analyst {text} NOT NULL,
+        dataset {text} NOT NULL,
+        period {text} NOT NULL,
+        partition_column {text} NOT NULL,
+        partition_value {text} NOT NULL,
+"""
+    + _STATISTICS
+    + """\
         PRIMARY KEY (analyst, dataset, period, partition_column, partition_value)
     )"""
+)
 
 _GRANTS = (
     """CREATE TABLE grants (
@@ -139,19 +148,17 @@ _SPENDS = (
     )""",
     "CREATE INDEX spends_by_pair ON spends (analyst, dataset, state)",
 )
-_TOTALS = """CREATE TABLE totals (
+_TOTALS = (
+    """CREATE TABLE totals (
         analyst {text} NOT NULL,
         dataset {text} NOT NULL,
         period {text} NOT NULL,
-        releases INTEGER NOT NULL,
-        epsilon {text} NOT NULL CHECK ({amount:epsilon}),
-        delta {text} NOT NULL CHECK ({amount:delta}),
-        epsilon_squares {real} NOT NULL,
-        epsilon_expm1 {real} NOT NULL,
-        rho {real} NOT NULL,
-        zcdp_delta {text} NOT NULL CHECK ({amount:zcdp_delta}),
+"""
+    + _STATISTICS
+    + """\
         PRIMARY KEY (analyst, dataset, period)
     )"""
+)
 
 _TABLES = (
     "CREATE TABLE schema_version (application {text} NOT NULL, version INTEGER NOT NULL)",
@@ -194,8 +201,7 @@ _TABLES = (
     )""",
 )
 
-_SPEND_CLOSES = "OLD.state <> 'reserved' OR NEW.state = 'reserved'"
-_SPEND_FROZEN = (
+_SPEND_COLUMNS = (
     "id",
     "analyst",
     "dataset",
@@ -205,10 +211,15 @@ _SPEND_FROZEN = (
     "rho",
     "rho_delta",
     "statement",
+    "state",
     "created_at",
+    "updated_at",
     "partition_column",
     "partition_values",
 )
+_SPEND_CLOSES = "OLD.state <> 'reserved' OR NEW.state = 'reserved'"
+# what closing a reservation leaves as it was: all but its state and when that changed
+_SPEND_FROZEN = tuple(column for column in _SPEND_COLUMNS if column not in ("state", "updated_at"))
 
 _SQLITE_SPEND_CLOSES = f"""CREATE TRIGGER spends_only_close BEFORE UPDATE ON spends
        WHEN {_SPEND_CLOSES} OR {" OR ".join(f"NEW.{c} IS NOT OLD.{c}" for c in _SPEND_FROZEN)}
@@ -420,22 +431,6 @@ def _upgrade_from_4(transaction: Transaction, dialect: str) -> None:
 _AMOUNT_TABLES = ("grants", "caps", "spends")
 _GRANT_COLUMNS = ("id", "analyst", "dataset", "kind", "epsilon", "delta", "renewal", "created_at")
 _CAP_COLUMNS = ("id", "dataset", "epsilon", "delta", "created_at")
-_SPEND_COLUMNS = (
-    "id",
-    "analyst",
-    "dataset",
-    "period",
-    "epsilon",
-    "delta",
-    "rho",
-    "rho_delta",
-    "statement",
-    "state",
-    "created_at",
-    "updated_at",
-    "partition_column",
-    "partition_values",
-)
 _BATCH = 200  # rows per INSERT while copying: far below either store's limit on parameters
 
 
