@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import duckdb
 import psycopg
@@ -126,38 +126,32 @@ def option_conflict(
     return None
 
 
+class ImportOptions(TypedDict, total=False):
+    """The options of an import besides where from and to: :func:`plan_import` says what each means and
+    gives their defaults."""
+
+    privacy_unit: str | None
+    public: Mapping[str, Sequence[str]]
+    bounds: Mapping[str, tuple[Bound, Bound]]
+    max_contributions: int | None
+    public_table: bool
+    key: str | None
+    encoding: str | None
+
+
 def import_table(
     config_path: Path,
     *,
     dataset: str,
     table: str,
     source: Path,
-    privacy_unit: str | None = None,
-    public: Mapping[str, Sequence[str]] = _NO_PUBLIC,
-    bounds: Mapping[str, tuple[Bound, Bound]] = _NO_BOUNDS,
-    max_contributions: int | None = None,
-    public_table: bool = False,
-    key: str | None = None,
-    encoding: str | None = None,
     environ: Mapping[str, str] = MappingProxyType({}),
+    **options: Unpack[ImportOptions],
 ) -> TablePolicy:
     """Load ``source`` into ``dataset`` as ``table`` and declare it in the policy; returns the new policy.
 
     See :func:`plan_import` for the options; ``environ`` resolves a postgres dataset's ``dsn_env``."""
-    plan = plan_import(
-        config_path,
-        dataset=dataset,
-        table=table,
-        source=source,
-        privacy_unit=privacy_unit,
-        public=public,
-        bounds=bounds,
-        max_contributions=max_contributions,
-        public_table=public_table,
-        key=key,
-        encoding=encoding,
-        environ=environ,
-    )
+    plan = plan_import(config_path, dataset=dataset, table=table, source=source, environ=environ, **options)
     return apply_import(plan)
 
 
