@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+TEST_WORKERS ?= 2  # make test's processes: two cores here; each test's servers, files and PostgreSQL schemas are its own
 STAMP := $(VENV)/.installed
 CORE := $(VENV)/.installed-core
 DEMO_DIR ?= demo
@@ -31,8 +32,8 @@ demo: $(CORE)  ## build the synthetic demo (once) and serve it in the foreground
 	@echo
 	$(BIN)/veil serve --config $(DEMO_DIR)/veil.toml --port $(PORT)
 
-test: $(STAMP)  ## the whole suite but the Spark tests (about 11 minutes on 2 cores)
-	$(BIN)/python -m pytest -q
+test: $(STAMP)  ## the whole suite but the Spark tests, in TEST_WORKERS processes (pytest-xdist)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 test-spark: $(STAMP)  ## the tests marked spark: a local Spark session and a Spark Connect server (Java 17)
 	$(BIN)/python -m pytest -q -m spark
