@@ -115,7 +115,11 @@ def generate() -> None:
     create_mutants(1)
 
 
-def select(globs: list[str], *, rerun: str, sample: int, seed: int) -> list[str]:
+def select(globs: list[str], *, rerun: str, sample: int, seed: int, per_path: bool = False) -> list[str]:
+    """The mutants to run; with ``per_path`` the sample is drawn per glob (a stratified sample, so a
+    small package is not left with a handful of mutants next to a large one)."""
+    if per_path and len(globs) > 1:
+        return sorted(name for g in globs for name in select([g], rerun=rerun, sample=sample, seed=seed))
     import fnmatch
 
     status = verdicts()
@@ -216,6 +220,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--changed", metavar="BASE", nargs="?", const="main", help="files changed since BASE")
     parser.add_argument("--sample", type=int, default=0, help="run only this many mutants, chosen at random")
     parser.add_argument("--seed", type=int, default=0, help="seed of the sample")
+    parser.add_argument("--per-path", action="store_true", help="draw --sample mutants from each path")
+    parser.add_argument(
+        "--tests",
+        nargs="*",
+        default=[],
+        help="run these tests instead of pyproject's selection (e.g. only those of the mutated package)",
+    )
     parser.add_argument("--names", nargs="*", default=[], help="exactly these mutants (mutmut's names)")
     parser.add_argument(
         "--rerun",
@@ -236,13 +247,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     globs = [module_glob(path) for path in paths]
     started = time.monotonic()
-    if os.environ.get("MUTANTS_DEBUG"):
-        from mutmut.configuration import config
+    from mutmut.configuration import config
 
+    if os.environ.get("MUTANTS_DEBUG"):
         config().debug = True
+    if args.tests:  # a changed selection makes mutmut record coverage again (its fingerprint)
+        config().pytest_add_cli_args_test_selection = args.tests
     if not args.report_only:
         generate()
-        names = args.names or select(globs, rerun=args.rerun, sample=args.sample, seed=args.seed)
+        names = args.names or select(
+            globs, rerun=args.rerun, sample=args.sample, seed=args.seed, per_path=args.per_path
+        )
         print(f"{len(names)} mutants to run in {', '.join(paths)}", flush=True)
         if names:
             from mutmut.__main__ import _run
