@@ -43,9 +43,8 @@ def expression_type(node: exp.Expression, table: TablePolicy) -> ColumnType:
         return next((type_ for kinds, type_ in _CAST_TYPES if node.to.this in kinds), ColumnType.TEXT)
     if isinstance(node, exp.Predicate | exp.Not | exp.Connector):
         return ColumnType.BOOLEAN
-    if isinstance(node, exp.Case):
-        branches = [branch.args["true"] for branch in node.args.get("ifs") or []]
-        return expression_type(branches[0], table) if branches else ColumnType.TEXT
+    if isinstance(node, exp.Case):  # sqlglot parses no CASE without a WHEN
+        return expression_type(node.args["ifs"][0].args["true"], table)
     if isinstance(node, exp.Sub) and all(
         value_kind(side, table=table) is Kind.DATE for side in (node.this, node.expression)
     ):

@@ -15,6 +15,7 @@ import sqlglot
 from proxy.analysis.statements import PrivateQuery, classify
 from proxy.analysis.top_k import TopK
 from proxy.config import DatasetPolicy, parse_config
+from proxy.errors import PolicyViolationError
 from proxy.query.planning import prepare_release, resolve_group_domains
 from proxy.release.cost import release_cost
 from proxy.release.plan import ReleasePlan
@@ -100,6 +101,19 @@ def test_the_ranking_is_post_processing_over_the_noisy_table(dataset: DatasetPol
         " _dp_key_1)"
         " AS r FROM _dp_noisy) AS ranked WHERE r <= 2 ORDER BY region, r"
     )
+
+
+@pytest.mark.parametrize(
+    "partition", ["COUNT(DISTINCT user_id)", "n", "region || 'x'", "1", "SUBSTRING(region FROM 1 FOR 2)"]
+)
+def test_a_partition_must_be_one_of_the_group_by_keys(dataset: DatasetPolicy, partition: str) -> None:
+    """An aggregate or an expression is no partition of the noisy table: refused, not an internal error,
+    quoting the partition as the client wrote it (PostgreSQL's syntax) and saying how to rank."""
+    sql = PARTITIONED.replace("PARTITION BY region", f"PARTITION BY {partition}")
+    with pytest.raises(PolicyViolationError) as refused:
+        shape_of(sql, dataset)
+    assert str(refused.value) == f"PARTITION BY {partition} must be one of the GROUP BY keys"
+    assert refused.value.hint is not None and refused.value.hint.startswith("rank with ROW_NUMBER() OVER")
 
 
 def plan_of(sql: str, dataset: DatasetPolicy, **options: object) -> tuple[ReleasePlan, str | None]:
@@ -210,3 +224,29 @@ def test_each_person_is_counted_in_their_first_partition_only(dataset: DatasetPo
     # 1: east (its first partition) only, once for a; 2: west; 3: 'north' is outside the domain, so west;
     # 4: no row in the domain
     assert rows == [("east", "a", 1), ("west", "b", 1), ("west", "c", 2)]
+
+
+def test_the_score_query_is_deterministic_sql(dataset: DatasetPolicy) -> None:
+    """The engine query of the scores, word for word: its aliases are fixed names (docs/architecture.md), and
+    PostgreSQL needs every subquery in FROM named."""
+    sql = top_k_score_query(shape_of(DISTINCT.format(k=2), dataset), partition=(), dialect="postgres")
+    assert sql.sql(dialect="postgres") == (
+        "SELECT _dp_key_0, COUNT(DISTINCT _dp_unit) AS _dp_score FROM (SELECT user_id AS _dp_unit,"
+        " genre AS _dp_key_0 FROM buys WHERE genre IN ('a', 'b', 'c', 'd', 'e', 'f')) AS _dp_rows"
+        " GROUP BY _dp_key_0"
+    )
+
+
+def test_the_partitioned_score_query_is_deterministic_sql(dataset: DatasetPolicy) -> None:
+    """The same with partitions: each person's first partition (``_dp_homes``) joined to their cells."""
+    sql = top_k_score_query(shape_of(PARTITIONED, dataset), partition=(0,), dialect="postgres")
+    assert sql.sql(dialect="postgres") == (
+        "WITH _dp_cells AS (SELECT DISTINCT _dp_unit, _dp_key_0, _dp_key_1 FROM (SELECT user_id AS _dp_unit,"
+        " region AS _dp_key_0, genre AS _dp_key_1 FROM buys WHERE region IN ('east', 'west')"
+        " AND genre IN ('a', 'b', 'c', 'd', 'e', 'f')) AS _dp_rows WHERE NOT _dp_key_0 IS NULL),"
+        " _dp_homes AS (SELECT _dp_unit, _dp_key_0 FROM (SELECT _dp_unit, _dp_key_0, ROW_NUMBER() OVER"
+        " (PARTITION BY _dp_unit ORDER BY _dp_key_0) AS _dp_home FROM (SELECT DISTINCT _dp_unit, _dp_key_0"
+        " FROM _dp_cells) AS _dp_partitions) AS _dp_ranked WHERE _dp_home = 1)"
+        " SELECT _dp_key_0, _dp_key_1, COUNT(*) AS _dp_score FROM _dp_cells JOIN _dp_homes"
+        " USING (_dp_unit, _dp_key_0) GROUP BY _dp_key_0, _dp_key_1"
+    )
