@@ -45,6 +45,8 @@ SAME_VALUES = [
     "exp(age / 10.0)",
     "power(cost, 2)",
     "power(age, 0.5)",
+    "power(age - 50, 3)",  # a negative base to an integer power is defined: -2197 for the first row
+    "power(-cost, 2.0)",
     "CAST(cost AS INT)",
     "CAST(age AS SMALLINT)",
     "CAST(cost AS REAL)",
