@@ -13,6 +13,7 @@ from proxy.analysis.parse import parse_statements
 from proxy.analysis.shape import QueryShape
 from proxy.analysis.statements import PrivateQuery, classify
 from proxy.backends.duckdb import DuckDBBackend
+from proxy.errors import PolicyViolationError
 from proxy.query.explain import explain_query
 from proxy.query.planning import Execute, bound_choice_epsilon, choose_value_bounds, prepare_release
 from proxy.release.plan import price_query
@@ -41,6 +42,20 @@ def test_each_per_person_value_has_the_bounds_the_policy_implies() -> None:
         "oldest": (0.0, 100.0),
         "big": (0.0, None),
     }
+
+
+def test_the_privacy_unit_may_be_renamed_in_a_per_person_subquery() -> None:
+    inner = "SELECT patient_id AS Who, COUNT(*) AS n FROM visits GROUP BY patient_id"
+    table = shape_of(f"SELECT COUNT(*) FROM ({inner}) AS p").table
+    assert list(table.columns) == ["who", "n"]
+
+
+def test_a_per_person_aggregate_takes_columns() -> None:
+    with pytest.raises(PolicyViolationError) as refused:
+        shape_of("SELECT COUNT(*) FROM (SELECT patient_id, SUM(*) AS n FROM visits GROUP BY patient_id) AS p")
+    assert (
+        str(refused.value) == "aggregates in a per-person subquery take a column or an expression of columns"
+    )
 
 
 def test_totals_get_bounds_chosen_with_dp_only_where_the_query_needs_them() -> None:

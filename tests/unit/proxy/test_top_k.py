@@ -116,6 +116,18 @@ def test_a_partition_must_be_one_of_the_group_by_keys(dataset: DatasetPolicy, pa
     assert refused.value.hint is not None and refused.value.hint.startswith("rank with ROW_NUMBER() OVER")
 
 
+@pytest.mark.parametrize("limit", ["r <= 2", "r < 3", "2 >= r", "3 > r"])
+def test_k_is_read_from_every_form_of_the_rank_limit(dataset: DatasetPolicy, limit: str) -> None:
+    assert shape_of(PARTITIONED.replace("WHERE r <= 2", f"WHERE {limit}"), dataset).top_k == TopK(2, 0, (0,))
+
+
+def test_a_partition_by_every_group_key_is_refused(dataset: DatasetPolicy) -> None:
+    with pytest.raises(PolicyViolationError) as refused:
+        shape_of(PARTITIONED.replace("PARTITION BY region", "PARTITION BY region, genre"), dataset)
+    assert str(refused.value) == "PARTITION BY leaves no GROUP BY key to rank"
+    assert refused.value.hint is not None and refused.value.hint.startswith("group by the partition and")
+
+
 def plan_of(sql: str, dataset: DatasetPolicy, **options: object) -> tuple[ReleasePlan, str | None]:
     shape = shape_of(sql, dataset)
     with duckdb.connect() as connection:
