@@ -4,38 +4,12 @@ text, a count of days as a date) whatever the data."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from sqlglot import parse_one
 
 from proxy.analysis.key_types import expression_type
-from proxy.config import ColumnType, TablePolicy, parse_config
-
-POLICY = """
-[datasets.d]
-path = "d.duckdb"
-
-[datasets.d.tables.visits]
-privacy_unit = "id"
-max_contributions = 1
-
-[datasets.d.tables.visits.columns]
-id = { type = "integer" }
-age = { type = "integer", lower = 0, upper = 100 }
-cost = { type = "real", lower = 0, upper = 500 }
-note = { type = "text" }
-born = { type = "date" }
-seen = { type = "timestamp" }
-smoker = { type = "boolean" }
-"""
-
-
-def visits() -> TablePolicy:
-    dataset = parse_config(POLICY, path=Path("/nonexistent/veil.toml")).dataset("d")
-    table = dataset.table("visits") if dataset is not None else None
-    assert table is not None
-    return table
+from proxy.config import ColumnType
+from tests.unit.proxy.visits_fixture import visits
 
 
 def type_of(sql: str) -> ColumnType:
