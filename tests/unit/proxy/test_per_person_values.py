@@ -3,12 +3,15 @@ with DP when the query runs (query/planning.py ``choose_value_bounds``)."""
 
 from __future__ import annotations
 
+import math
 import random
 
 import duckdb
 import pytest
+import sqlglot
 
 from proxy.analysis.derived import ValueBound
+from proxy.analysis.intervals import interval
 from proxy.analysis.parse import parse_statements
 from proxy.analysis.shape import QueryShape
 from proxy.analysis.statements import PrivateQuery, classify
@@ -48,6 +51,13 @@ def test_the_privacy_unit_may_be_renamed_in_a_per_person_subquery() -> None:
     inner = "SELECT patient_id AS Who, COUNT(*) AS n FROM visits GROUP BY patient_id"
     table = shape_of(f"SELECT COUNT(*) FROM ({inner}) AS p").table
     assert list(table.columns) == ["who", "n"]
+
+
+def test_a_count_per_person_bounds_arithmetic_only_where_both_bounds_are_known() -> None:
+    """A count per person has a lower bound (0) and no upper one: its arithmetic is unbounded."""
+    table = shape_of(f"SELECT COUNT(*) {PER_PATIENT}").table
+    assert interval(sqlglot.parse_one("n + 1"), table=table) == (-math.inf, math.inf)
+    assert interval(sqlglot.parse_one("a + 1"), table=table) == (1.0, 101.0)
 
 
 def test_a_per_person_aggregate_takes_columns() -> None:

@@ -26,6 +26,7 @@ KINDS = {
     "EXTRACT(year FROM born)": Kind.NUMBER,
     "length(note) * 2": Kind.NUMBER,
     "CASE WHEN age > 1 THEN NULL ELSE born END": Kind.DATE,
+    "CASE WHEN age > 1 THEN born END": Kind.DATE,
     "COALESCE(NULL, born + 1)": Kind.DATE,
     "age > 1 AND smoker": Kind.BOOLEAN,
     "note || 'x'": Kind.TEXT,
