@@ -10,6 +10,7 @@ import pytest
 import sqlglot
 
 from proxy.analysis.statements import TTestStatement, classify
+from proxy.config import parse_config
 from proxy.errors import PolicyViolationError, ProxyError
 from proxy.query.ttest import plan_ttest, ttest_cost
 from tests.unit.proxy.policy_fixture import clinic_policy
@@ -88,3 +89,33 @@ def test_the_engine_query_gives_one_clamped_shifted_value_per_person(tmp_path: P
     # shifted by +50: patient 1 mean 20 → 70 (A); 2: 150 (B); 3: mean of -50 and 500.5 → 225.25 + 50 (A,
     # a male row); 4: only NULL costs, left out; 5: NULL sex is not group A → 50 (B). Sorted by group, value.
     assert got == [(50.0, False), (150.0, False), (70.0, True), (275.25, True)]
+
+
+ROW_LEVEL = """
+[datasets.survey]
+path = "survey.duckdb"
+
+[datasets.survey.tables.answers]
+privacy_unit = "row"
+
+[datasets.survey.tables.answers.columns]
+score = { type = "real", lower = 0, upper = 10 }
+treated = { type = "boolean", public = true, values = [true, false] }
+"""
+
+
+def test_without_a_privacy_unit_each_row_is_one_clamped_shifted_value(tmp_path: Path) -> None:
+    database = tmp_path / "survey.duckdb"
+    with duckdb.connect(str(database)) as connection:
+        connection.execute("CREATE TABLE answers (score DOUBLE, treated BOOLEAN)")
+        connection.executemany("INSERT INTO answers VALUES (?, ?)", [(4.0, True), (12.0, True), (-1.0, None)])
+    dataset = parse_config(ROW_LEVEL, path=tmp_path / "veil.toml").dataset("survey")
+    assert dataset is not None
+    classified = classify(sqlglot.parse_one("SELECT veil_ttest(score, treated) FROM answers"), dataset)
+    assert isinstance(classified, TTestStatement)
+    plan = plan_ttest(
+        classified.query, epsilon=1, delta=1e-6, mode="sound", research_modes=False, dialect="duckdb"
+    )
+    with duckdb.connect(str(database), read_only=True) as connection:
+        got = sorted(connection.execute(plan.sql).fetchall())
+    assert got == [(0.0, False), (4.0, True), (10.0, True)]  # 12 clamped to 10; NULL group is not A
