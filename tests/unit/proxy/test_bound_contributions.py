@@ -17,7 +17,7 @@ from proxy.analysis.quantities import exact_quantities
 from proxy.analysis.statements import PrivateQuery, classify
 from proxy.errors import PolicyViolationError
 from proxy.query.planning import resolve_group_domains
-from proxy.rewrite.bound_contributions import bounded_query, distinct_inputs
+from proxy.rewrite.bound_contributions import bounded_query, contributions_histogram_query, distinct_inputs
 from tests.unit.proxy.policy_fixture import clinic_policy
 
 # patient 1 has 5 visits (max_contributions is 3), patient 2 has 2, patient 3 has 1 with an
@@ -105,6 +105,23 @@ def test_row_privacy_unit_has_no_sampling() -> None:
     )
     assert "ROW_NUMBER" not in sql
     assert "WHERE" not in sql, "each row is one person: nothing to cap"
+
+
+def test_the_contributions_histogram_cannot_fail_on_one_row_s_value() -> None:
+    """The histogram that chooses max_contributions filters rows as the query does, made error-free for
+    the engine it runs on: on DuckDB a cost of 1e20 read as PostgreSQL's NUMERIC would fail the query."""
+    (tree,) = parse_statements("SELECT COUNT(*) FROM visits WHERE cost * 2 > 1")
+    statement = classify(tree, clinic_policy())
+    assert isinstance(statement, PrivateQuery)
+    sql = contributions_histogram_query(statement.shape, cap=10, dialect="duckdb").sql(dialect="duckdb")
+    with duckdb.connect() as connection:
+        connection.execute(
+            "CREATE TABLE visits AS SELECT * FROM (VALUES (1, 1e20), (1, 5.0), (2, 3.0)) AS t(patient_id, cost)"
+        )
+        assert sorted(connection.execute(sql).fetchall()) == [
+            (1, 1),
+            (2, 1),
+        ]  # one person with 1 row, one with 2
 
 
 def test_generated_sql_is_deterministic() -> None:
