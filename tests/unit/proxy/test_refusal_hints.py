@@ -44,3 +44,11 @@ def test_the_top_k_gap_bound_refuses_a_fractional_number_of_outputs() -> None:
     with pytest.raises(MechanismError, match="outputs") as refused:
         top_k_score_gap_bound(epsilon=1.0, sensitivity=1, k=2, candidates=10, outputs=1.5)  # type: ignore[arg-type]
     assert refused.value.hint == "the number of independent selections, e.g. 1"
+
+
+def test_a_statement_nested_past_the_parser_s_stack_is_refused_with_a_hint() -> None:
+    """PostgreSQL answers 54001 where its stack runs out; sqlglot's recursive parser runs out first."""
+    with pytest.raises(ProxyError) as refused:
+        parse_statements("SELECT " + "(" * 500 + "1" + ")" * 500)
+    assert (refused.value.sqlstate, str(refused.value)) == ("54001", "statement is nested too deeply")
+    assert refused.value.hint == "flatten the expression (fewer nested parentheses, subqueries or CASEs)"
