@@ -17,7 +17,12 @@ from proxy.analysis.quantities import exact_quantities
 from proxy.analysis.statements import PrivateQuery, classify
 from proxy.errors import PolicyViolationError
 from proxy.query.planning import resolve_group_domains
-from proxy.rewrite.bound_contributions import bounded_query, contributions_histogram_query, distinct_inputs
+from proxy.rewrite.bound_contributions import (
+    bounded_query,
+    contributions_histogram_query,
+    distinct_inputs,
+    mode_histogram_query,
+)
 from tests.unit.proxy.policy_fixture import clinic_policy
 
 # patient 1 has 5 visits (max_contributions is 3), patient 2 has 2, patient 3 has 1 with an
@@ -122,6 +127,21 @@ def test_the_contributions_histogram_cannot_fail_on_one_row_s_value() -> None:
             (1, 1),
             (2, 1),
         ]  # one person with 1 row, one with 2
+
+
+def test_without_a_privacy_unit_the_mode_histogram_counts_rows_per_public_value() -> None:
+    """Each row is one person: no weights, one count per value in the domain (NULL left out)."""
+    (tree,) = parse_statements("SELECT MODE() WITHIN GROUP (ORDER BY smoker) FROM people")
+    statement = classify(tree, clinic_policy())
+    assert isinstance(statement, PrivateQuery)
+    shape = statement.shape
+    sql = mode_histogram_query(shape, shape.aggregates[0].inputs[0], dialect="duckdb").sql(dialect="duckdb")
+    with duckdb.connect() as connection:
+        connection.execute(
+            "CREATE TABLE people AS SELECT * FROM (VALUES (1.0, true), (2.0, true), (3.0, false), (4.0, NULL))"
+            " AS t(income, smoker)"
+        )
+        assert sorted(connection.execute(sql).fetchall()) == [(False, 1), (True, 2)]
 
 
 def test_generated_sql_is_deterministic() -> None:
