@@ -470,6 +470,16 @@ def test_the_cap_counts_delta_too(capped: Ledger) -> None:
         spend(capped, 0.1, 4e-6, analyst="bob")
 
 
+def test_a_cap_step_counts_what_others_spent_in_whole_steps(capped: Ledger) -> None:
+    """With steps of 0.5 × the cap, bob's 0.1 counts as 0.5: alice may add 0.5 but not 0.6, which the
+    exact cap (0.1 + 0.6 ≤ 1.0) would let through — so her refusals do not reveal bob's 0.1."""
+    spend(capped, 0.1, analyst="bob")
+    with pytest.raises(BudgetExhaustedError, match='dataset "demo" is capped'):
+        capped.reserve("alice", "demo", PrivacyLoss(0.6), statement="SELECT 1", cap_step=0.5)
+    capped.reserve("alice", "demo", PrivacyLoss(0.5), statement="SELECT 1", cap_step=0.5)
+    assert capped.balance("alice", "demo").spent_epsilon == 0.5
+
+
 def test_an_analysts_grant_still_binds_under_a_larger_cap(ledger: Ledger) -> None:
     ledger.set_cap("demo", PrivacyLoss(10.0))
     spend(ledger, 1.0)

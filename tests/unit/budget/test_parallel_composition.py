@@ -473,6 +473,17 @@ def test_a_partition_is_stored_as_json_values(ledger: Ledger) -> None:
     assert (column, json.loads(values)) == ("visits.year", [2020, 2021])
 
 
+def test_a_partition_value_is_stored_as_written(ledger: Ledger) -> None:
+    """The spends row holds a value as its totals key does (budget/partitions.py ``value_key``): an
+    administrator reading the ledger sees ``Zürich``, not ``Z\\u00fcrich``."""
+    charge(ledger, 0.1, Partition(REGION, ("Zürich",)))
+    with ledger.store.transaction(write=False) as tx:
+        ((values,),) = tx.execute("SELECT partition_values FROM spends")
+        keys = {key for (key,) in tx.execute("SELECT partition_value FROM partition_totals")}
+    assert values == '["Zürich"]'
+    assert '"Zürich"' in keys
+
+
 def test_partition_balances_are_plain_data(ledger: Ledger) -> None:
     charge(ledger, 0.1, NORTH)
     record = dataclasses.asdict(ledger.partition_balances("alice", "demo")[0])
