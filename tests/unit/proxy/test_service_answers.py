@@ -1,0 +1,161 @@
+"""The query service's answers that spend nothing or are charged outside the ordinary plan: literal
+pings, ``veil.budget`` and ``SHOW``, and ``veil_ttest`` — in process on DuckDB, so that ``make mutants``
+(which leaves tests/integration out for time) covers them; docs/testing.md."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from budget.ledger import Ledger
+from budget.loss import PrivacyLoss
+from proxy.backends.duckdb import DuckDBBackend
+from proxy.config import ColumnType
+from proxy.query.service import Principal, QueryService, StatementOutcome
+from proxy.query.ttest import NOTE as P_VALUE_NOTE
+from proxy.settings import SessionSettings
+from proxy.wire.scram import make_scram_verifier
+from proxy.wire.types import INT4
+from tests.unit.proxy.policy_fixture import clinic_policy
+
+ALICE = Principal("alice")
+VISITS = (
+    "CREATE TABLE visits AS SELECT i // 3 AS patient_id, 20 + i % 50 AS age, 10.0 AS cost, 'x' AS note,"
+    " CASE WHEN i % 2 = 0 THEN 'north' ELSE 'south' END AS region,"
+    " CASE WHEN i % 3 = 0 THEN 'female' ELSE 'male' END AS sex FROM range(3000) t(i)"
+)
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[QueryService]:
+    """alice holds ε = 10 and δ = 1e-5 on the clinic (3,000 visits of 1,000 patients)."""
+    path = tmp_path / "clinic.duckdb"
+    with duckdb.connect(str(path)) as connection:
+        connection.execute(VISITS)
+    ledger = Ledger.create(tmp_path / "ledger.sqlite")
+    ledger.add_analyst("alice", make_scram_verifier("secret", iterations=1))
+    ledger.grant("alice", "clinic", PrivacyLoss(10.0, 1e-5))
+    backend, sandbox = DuckDBBackend(path), DuckDBBackend.sandbox()
+    try:
+        yield QueryService(
+            clinic_policy(tmp_path), backend=backend, sandbox=sandbox, ledger=ledger, rng=random.Random(5)
+        )
+    finally:
+        backend.close()
+        sandbox.close()
+
+
+def run(service: QueryService, sql: str, **settings: str) -> StatementOutcome:
+    (tree,) = service.parse(sql)
+    return service.run(tree, principal=ALICE, settings=SessionSettings(settings))
+
+
+def spent(service: QueryService) -> float:
+    return service.ledger.balance("alice", "clinic").spent_epsilon
+
+
+# -- literals ----------------------------------------------------------------------------------------
+
+
+def test_a_literal_ping_is_answered_as_the_sandbox_would(service: QueryService) -> None:
+    """Integers (int4 when they fit, as PostgreSQL types them), text and booleans, without the engine."""
+    sql = "SELECT 1, 'a' AS letter, TRUE, 3000000000"
+    (tree,) = service.parse(sql)
+    outcome = service.answer_literals(tree)
+    assert outcome is not None and outcome.table is not None
+    assert outcome.tag == "SELECT 1"
+    assert outcome.table.rows == [(1, "a", True, 3000000000)]
+    assert [(c.type, c.type_oid) for c in outcome.table.columns] == [
+        (ColumnType.INTEGER, INT4),
+        (ColumnType.TEXT, None),
+        (ColumnType.BOOLEAN, None),
+        (ColumnType.INTEGER, None),
+    ]
+    assert outcome.table.columns[1].name == "letter"
+    through_the_sandbox = run(service, sql)
+    assert through_the_sandbox.table == outcome.table
+    assert spent(service) == 0.0
+
+
+@pytest.mark.parametrize(
+    "sql",
+    ["SELECT COUNT(*) FROM visits", "SELECT 1 + 1", "SELECT 2.5", "SELECT 1 LIMIT 1", "SHOW veil.epsilon"],
+)
+def test_anything_but_plain_literals_is_left_to_the_pipeline(service: QueryService, sql: str) -> None:
+    (tree,) = service.parse(sql)
+    assert service.answer_literals(tree) is None
+
+
+# -- veil.budget and SHOW ----------------------------------------------------------------------------
+
+
+def test_the_budget_view_shows_the_analysts_own_grant_and_spending(service: QueryService) -> None:
+    run(service, "SELECT COUNT(*) FROM visits", **{"veil.epsilon": "0.25"})
+    outcome = run(
+        service, "SELECT dataset, granted_epsilon, spent_epsilon, remaining_epsilon FROM veil.budget"
+    )
+    assert outcome.table is not None
+    assert outcome.tag == "SELECT 1"
+    assert [c.name for c in outcome.table.columns] == [
+        "dataset",
+        "granted_epsilon",
+        "spent_epsilon",
+        "remaining_epsilon",
+    ]
+    assert outcome.table.rows == [("clinic", 10.0, 0.25, 9.75)]
+    assert outcome.charge is None and spent(service) == 0.25
+
+
+def test_the_budget_views_star_expands_to_its_own_column_names(service: QueryService) -> None:
+    outcome = run(service, "SELECT * FROM veil.budget")
+    assert outcome.table is not None
+    names = [c.name for c in outcome.table.columns]
+    assert names[:2] == ["dataset", "granted_epsilon"] and "remaining_epsilon" in names
+    filtered = run(service, "SELECT dataset FROM veil.budget WHERE remaining_epsilon > 100")
+    assert filtered.table is not None and filtered.table.rows == [] and filtered.tag == "SELECT 0"
+
+
+def test_show_gives_the_sessions_epsilon_or_the_policys_default(service: QueryService) -> None:
+    default = run(service, "SHOW veil.epsilon")
+    assert default.table is not None
+    assert default.table.rows == [(repr(service.dataset.default_epsilon),)]
+    assert [c.name for c in default.table.columns] == ["veil.epsilon"]
+    chosen = run(service, "SHOW veil.epsilon", **{"veil.epsilon": "0.3"})
+    assert chosen.table is not None and chosen.table.rows == [("0.3",)]
+
+
+# -- veil_ttest --------------------------------------------------------------------------------------
+
+TTEST = "SELECT veil_ttest(age, sex = 'male') FROM visits"
+
+
+def test_a_ttest_is_charged_the_sessions_epsilon_and_delta(service: QueryService) -> None:
+    outcome = run(service, TTEST, **{"veil.epsilon": "1", "veil.delta": "1e-6"})
+    assert outcome.table is not None and outcome.charge is not None
+    assert (outcome.charge.epsilon, outcome.charge.delta, outcome.charge.cached) == (1.0, 1e-6, False)
+    balance = service.ledger.balance("alice", "clinic")
+    assert (balance.spent_epsilon, balance.spent_delta) == (1.0, 1e-6)
+    assert outcome.notices[0].startswith("differential privacy: this answer spent ")
+    assert "9 of 10 ε remains on dataset clinic" in outcome.notices[0]
+
+
+def test_a_repeated_ttest_gets_its_stored_answer_for_free(service: QueryService) -> None:
+    first = run(service, TTEST, **{"veil.epsilon": "1", "veil.delta": "1e-6"})
+    again = run(service, TTEST, **{"veil.epsilon": "1", "veil.delta": "1e-6"})
+    assert again.table == first.table
+    assert again.charge is not None and again.charge.cached
+    assert "stored answer of the same query asked before, so it spent nothing" in again.notices[0]
+    assert spent(service) == 1.0
+
+
+def test_a_ttest_with_a_p_value_says_how_to_read_it(service: QueryService) -> None:
+    outcome = run(
+        service, "SELECT veil_ttest(age, sex = 'male', 'p_value') FROM visits", **{"veil.delta": "1e-6"}
+    )
+    assert outcome.notices[1] == f"veil_ttest: {P_VALUE_NOTE}"
+    plain = run(service, TTEST, **{"veil.delta": "1e-6"})
+    assert len(plain.notices) == 1
