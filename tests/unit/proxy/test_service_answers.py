@@ -4,6 +4,7 @@ pings, ``veil.budget`` and ``SHOW``, and ``veil_ttest`` — in process on DuckDB
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,9 @@ import pytest
 from budget.ledger import Ledger
 from budget.loss import PrivacyLoss
 from proxy.backends.duckdb import DuckDBBackend
-from proxy.config import ColumnType
+from proxy.config import ColumnType, FederationPolicy
+from proxy.errors import UnsupportedQueryError
+from proxy.federation.exchange import FederatedCounts
 from proxy.query.service import Principal, QueryService, StatementOutcome
 from proxy.query.ttest import NOTE as P_VALUE_NOTE
 from proxy.settings import SessionSettings
@@ -159,3 +162,98 @@ def test_a_ttest_with_a_p_value_says_how_to_read_it(service: QueryService) -> No
     assert outcome.notices[1] == f"veil_ttest: {P_VALUE_NOTE}"
     plain = run(service, TTEST, **{"veil.delta": "1e-6"})
     assert len(plain.notices) == 1
+
+
+# -- a federated count -------------------------------------------------------------------------------
+
+HOSPITALS = FederationPolicy(
+    name="hospitals",
+    dataset="clinic",
+    table="visits",
+    group_by=("region",),
+    threshold=20,
+    secret_env="HOSPITALS_SECRET",
+    peer=("127.0.0.1", 1),
+    peer_analyst="alice",
+    epsilon=0.5,
+)
+FEDERATED = "SELECT region, COUNT(*) FROM hospitals GROUP BY region"
+
+
+class PeerSite:
+    """The other site and the secure comparison, as their results: north's joint count reaches k, south's
+    does not. Records what this site sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[list[tuple[str, ...]], list[float]]] = []
+
+    def of_dataset(self, dataset: str) -> dict[str, FederationPolicy]:
+        return {HOSPITALS.name: HOSPITALS} if dataset == HOSPITALS.dataset else {}
+
+    def open(self, policy: FederationPolicy) -> contextlib.nullcontext[None]:
+        return contextlib.nullcontext()
+
+    def ask(
+        self,
+        link: None,
+        policy: FederationPolicy,
+        statement: str,
+        cells: list[tuple[str, ...]],
+        counts: list[float],
+    ) -> FederatedCounts:
+        self.sent.append((cells, counts))
+        return FederatedCounts([counts[0] + 1000.4, None], peer_epsilon=0.5, bytes_exchanged=4321)
+
+
+@pytest.fixture
+def federated(service: QueryService) -> tuple[QueryService, PeerSite]:
+    peer = PeerSite()
+    service.federation = peer  # type: ignore[assignment]
+    return service, peer
+
+
+def test_a_federated_count_shows_the_joint_counts_it_reaches_k_for(
+    federated: tuple[QueryService, PeerSite],
+) -> None:
+    service, peer = federated
+    outcome = run(service, FEDERATED, **{"veil.epsilon": "1"})
+    ((cells, counts),) = peer.sent
+    assert cells == [("north",), ("south",)]
+    assert all(abs(count - 1500) < 40 for count in counts), "this site's noisy counts, ε = 1, scale 3"
+    assert outcome.table is not None
+    assert outcome.table.rows == [("north", int(counts[0]) + 1000), ("south", None)], "typed as the count"
+    assert outcome.notices[-1] == (
+        "federation hospitals: 1 of 2 cells reach k = 20 and show both sites' noisy counts summed; 1 suppressed "
+        "(NULL). The other site spent ε = 0.5 of its own budget; 4,321 bytes exchanged"
+    )
+    assert spent(service) == 1.0
+
+
+def test_a_federated_count_is_sent_as_drawn_even_when_rounding_is_asked(
+    federated: tuple[QueryService, PeerSite],
+) -> None:
+    """Both sites' counts are summed as drawn: clamping each at 0 first would bias the sum upward. South
+    has no visit of a 20-year-old; with seed 2 its noisy count is below 0, and is sent so."""
+    service, peer = federated
+    service.rng = random.Random(2)
+    few = "SELECT region, COUNT(*) FROM hospitals WHERE age < 21 GROUP BY region"
+    run(service, few, **{"veil.epsilon": "1", "veil.raw_counts": "off"})
+    ((_, (north, south)),) = peer.sent
+    assert abs(north - 60) < 40 and south < 0
+
+
+def test_the_peers_statement_is_answered_at_the_federations_epsilon(
+    federated: tuple[QueryService, PeerSite],
+) -> None:
+    service, _ = federated
+    answer = service.answer_for_peer(HOSPITALS, FEDERATED)
+    assert answer.cells == [("north",), ("south",)] and answer.epsilon == 0.5
+    assert all(abs(count - 1500) < 80 for count in answer.counts)
+    assert spent(service) == 0.5
+
+
+def test_the_peer_may_ask_for_a_federated_count_only(federated: tuple[QueryService, PeerSite]) -> None:
+    service, _ = federated
+    with pytest.raises(UnsupportedQueryError, match="not a count of federation hospitals"):
+        service.answer_for_peer(HOSPITALS, "SELECT region, COUNT(*) FROM visits GROUP BY region")
+    assert spent(service) == 0.0
