@@ -10,6 +10,7 @@ schemas, reconnecting) is tested in tests/unit/budget/test_stores.py and in that
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import math
 import os
@@ -27,6 +28,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from budget.accountants import get_accountant
 from budget.amounts import as_decimal, charge_units, float_up, to_text
 from budget.audit import AuditEntry, Decision
 from budget.errors import (
@@ -267,8 +269,43 @@ def test_refuses_a_plaintext_password_as_verifier(ledger: Ledger) -> None:
 
 
 def test_add_analyst_twice_is_refused(ledger: Ledger) -> None:
-    with pytest.raises(AnalystExistsError, match='analyst "alice" already exists'):
+    with pytest.raises(AnalystExistsError, match='analyst "alice" already exists') as refused:
         ledger.add_analyst("alice", VERIFIER)
+    assert refused.value.hint == "choose another name, or run `veil analyst remove alice` first"
+
+
+def test_an_audit_entry_reads_back_as_it_was_written(ledger: Ledger) -> None:
+    written = AuditEntry(
+        datetime(2026, 3, 1, 12, 30, tzinfo=UTC),
+        "alice",
+        "127.0.0.1:5555",
+        "demo",
+        "SELECT AVG(age) FROM t",
+        Decision.FAILED,
+        epsilon=0.5,
+        delta=1e-7,
+        accountant="zcdp",
+        mechanisms="gaussian, laplace",
+        sqlstate="57014",
+        error="canceling statement due to user request",
+        outcome="cancelled",
+    )
+    ledger.audit_log.append(written)
+    (read,) = ledger.audit_log.entries(analyst="alice")
+    assert read == dataclasses.replace(written, id=read.id) and read.id is not None
+
+
+def test_reservations_lists_the_open_spends_of_a_dataset_oldest_first(ledger: Ledger) -> None:
+    ledger.grant("alice", "sales", PrivacyLoss(1.0))
+    first, other, done = spend(ledger, 0.1), spend(ledger, 0.2, dataset="sales"), spend(ledger, 0.3)
+    ledger.commit(done)
+    last = spend(ledger, 0.4)
+    assert [s.id for s in ledger.reservations("demo")] == [first, last]
+    assert [(s.id, s.dataset, s.epsilon) for s in ledger.reservations()] == [
+        (first, "demo", 0.1),
+        (other, "sales", 0.2),
+        (last, "demo", 0.4),
+    ]
 
 
 @pytest.mark.parametrize("name", ["", "a b", "x" * 64, "zoë", "bob;drop", "a/b"])
@@ -485,6 +522,12 @@ def test_an_analysts_grant_still_binds_under_a_larger_cap(ledger: Ledger) -> Non
     spend(ledger, 1.0)
     with pytest.raises(BudgetExhaustedError, match='analyst "alice" asked for'):
         spend(ledger, 0.1)
+
+
+def test_a_cap_is_reported_under_the_accountant_asked_for(capped: Ledger) -> None:
+    spend(capped, 0.2)
+    assert capped.cap("demo").accountant == "basic"
+    assert capped.cap("demo", accountant=get_accountant("zcdp")).accountant == "zcdp"
 
 
 def test_a_cap_on_another_dataset_does_not_apply(ledger: Ledger) -> None:

@@ -298,6 +298,7 @@ def test_every_accountant_charges_the_worst_partition_with_the_ordinary_spends(
     assert_close_above(
         row.spent_epsilon, row.spent_delta, accountant.spent(releases_of(*[0.1] * 8), grant=grant)
     )
+    assert row.accountant == name
 
 
 def assert_close_above(epsilon: float, delta: float, exact: PrivacyLoss) -> None:
