@@ -128,6 +128,8 @@ def select(globs: list[str], *, rerun: str, sample: int, seed: int, per_path: bo
         chosen = [name for name in chosen if status[name] == "not checked"]
     elif rerun == "survivors":  # ran, and not killed: after adding tests
         chosen = [name for name in chosen if status[name] not in KILLED and status[name] != "not checked"]
+    elif rerun == "timeouts":  # stopped by the clock: again with more --slack, to tell loops from load
+        chosen = [name for name in chosen if status[name] == "timeout"]
     if sample and sample < len(chosen):
         chosen = sorted(random.Random(seed).sample(chosen, sample))
     return chosen
@@ -230,9 +232,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--names", nargs="*", default=[], help="exactly these mutants (mutmut's names)")
     parser.add_argument(
         "--rerun",
-        choices=("none", "survivors", "all"),
+        choices=("none", "survivors", "timeouts", "all"),
         default="none",
-        help="also run mutants that already have a verdict: the survivors (after adding tests), or all",
+        help="also run mutants that already have a verdict: the survivors (after adding tests), the timeouts "
+        "(with more --slack), or all",
+    )
+    parser.add_argument(
+        "--slack",
+        type=float,
+        help="seconds added to each mutant's expected test time before its limit (timeout_constant); mutmut "
+        "also stops a mutant after half its CPU limit of *wall* time, so on a loaded machine raise it",
     )
     parser.add_argument("--report-only", action="store_true", help="write the report, run nothing")
     parser.add_argument(
@@ -253,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
         config().debug = True
     if args.tests:  # a changed selection makes mutmut record coverage again (its fingerprint)
         config().pytest_add_cli_args_test_selection = args.tests
+    if args.slack is not None:  # a changed timeout makes mutmut forget every timeout (its fingerprint)
+        config().timeout_constant = args.slack
     if not args.report_only:
         generate()
         names = args.names or select(
