@@ -193,7 +193,7 @@ def _sqlite_fault(name: str) -> str:
         return "locked"
     if name == "SQLITE_FULL":
         return "full"
-    if name.startswith(("SQLITE_IOERR", "SQLITE_CORRUPT", "SQLITE_NOTADB", "SQLITE_CANTOPEN")):
+    if name.startswith(("SQLITE_IOERR", "SQLITE_CORRUPT", "SQLITE_CANTOPEN")):  # NOTADB: not_a_ledger
         return "io"
     return "unavailable"
 

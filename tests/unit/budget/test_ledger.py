@@ -524,6 +524,15 @@ def test_an_analysts_grant_still_binds_under_a_larger_cap(ledger: Ledger) -> Non
         spend(ledger, 0.1)
 
 
+def test_delta_grants_that_add_past_one_still_pay_for_a_spend(ledger: Ledger) -> None:
+    """δ grants add in the ledger; what an accountant compares with is kept below 1 (a δ of 1 is no
+    guarantee, and PrivacyLoss refuses it)."""
+    ledger.grant("alice", "demo", PrivacyLoss(1.0, 0.6))
+    ledger.grant("alice", "demo", PrivacyLoss(1.0, 0.6))
+    spend(ledger, 0.1, 0.9)
+    assert ledger.balance("alice", "demo").spent_delta == 0.9
+
+
 def test_a_cap_is_reported_under_the_accountant_asked_for(capped: Ledger) -> None:
     spend(capped, 0.2)
     assert capped.cap("demo").accountant == "basic"

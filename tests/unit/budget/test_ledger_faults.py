@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from budget.errors import LedgerStoreError
-from budget.store import _sqlite_fault
+from budget.ledger import Ledger
+from budget.store import _sqlite_fault, open_store
 from proxy.errors import ledger_fault
 
 
@@ -43,3 +44,18 @@ def test_each_fault_has_its_sqlstate_and_a_message_without_paths(fault: str, sql
     error = ledger_fault(LedgerStoreError("cannot use the ledger at /srv/veil/ledger.sqlite: x", fault=fault))
     assert error.sqlstate == sqlstate
     assert "/srv" not in error.message
+
+
+def test_the_store_reports_a_lock_another_process_holds_as_locked(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite"
+    Ledger.create(path).close()
+    store = open_store(path, lock_timeout=0.05)
+    try:
+        with contextlib.closing(sqlite3.connect(path, timeout=0)) as other:
+            other.execute("BEGIN IMMEDIATE")
+            with pytest.raises(LedgerStoreError) as held, store.transaction(write=True):
+                pass
+    finally:
+        store.close()
+    assert held.value.fault == "locked"
+    assert "readable and writable" in (held.value.hint or "")

@@ -47,6 +47,19 @@ def test_open_refuses_a_file_that_is_not_sqlite(tmp_path: Path) -> None:
     assert "veil init-demo" in (raised.value.hint or "")
 
 
+def test_open_refuses_a_ledger_whose_schema_version_is_another_applications(tmp_path: Path) -> None:
+    path = tmp_path / "borrowed.sqlite"
+    Ledger.create(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE schema_version SET application = 'other'")
+    conn.close()
+    with pytest.raises(
+        LedgerStoreError,
+        match=r"borrowed\.sqlite is not a Veil ledger \(its schema_version table is not Veil's\)",
+    ):
+        Ledger.open(path)
+
+
 def test_create_refuses_a_foreign_sqlite_database(tmp_path: Path) -> None:
     other = tmp_path / "app.sqlite"
     with sqlite3.connect(other) as conn:
