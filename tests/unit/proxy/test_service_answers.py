@@ -39,6 +39,9 @@ def service(tmp_path: Path) -> Iterator[QueryService]:
     path = tmp_path / "clinic.duckdb"
     with duckdb.connect(str(path)) as connection:
         connection.execute(VISITS)
+        connection.execute(
+            "CREATE TABLE zones AS SELECT * FROM (VALUES ('n1', 'north'), ('s1', 'south')) t(code, zone)"
+        )
     ledger = Ledger.create(tmp_path / "ledger.sqlite")
     ledger.add_analyst("alice", make_scram_verifier("secret", iterations=1))
     ledger.grant("alice", "clinic", PrivacyLoss(10.0, 1e-5))
@@ -257,3 +260,60 @@ def test_the_peer_may_ask_for_a_federated_count_only(federated: tuple[QueryServi
     with pytest.raises(UnsupportedQueryError, match="not a count of federation hospitals"):
         service.answer_for_peer(HOSPITALS, "SELECT region, COUNT(*) FROM visits GROUP BY region")
     assert spent(service) == 0.0
+
+
+# -- public tables, COPY, UNION ALL ------------------------------------------------------------------
+
+
+def test_a_public_query_is_named_as_postgresql_names_it(service: QueryService) -> None:
+    counted = run(service, "SELECT zone, COUNT(*) FROM zones GROUP BY zone ORDER BY zone")
+    assert counted.table is not None
+    assert [c.name for c in counted.table.columns] == ["zone", "count"]
+    assert counted.table.rows == [("north", 1), ("south", 1)]
+    starred = run(service, "SELECT * FROM zones ORDER BY code")
+    assert starred.table is not None and [c.name for c in starred.table.columns] == ["code", "zone"]
+    assert spent(service) == 0.0
+
+
+def test_copy_of_a_public_query_sends_its_columns_with_decimals_as_floats(service: QueryService) -> None:
+    outcome = run(
+        service,
+        "COPY (SELECT code, COUNT(*), 1.5 AS d FROM zones GROUP BY code ORDER BY code) TO STDOUT",
+    )
+    assert outcome.copy is not None and outcome.table is None
+    assert (outcome.tag, outcome.copy.count) == ("COPY 2", 2)
+    assert outcome.copy.names == ("code", "count", "d")
+    assert outcome.copy.values == [["n1", "s1"], [1, 1], [1.5, 1.5]]
+    assert all(type(value) is float for value in outcome.copy.values[2])
+
+
+def test_copy_of_a_private_query_is_answered_and_charged_as_the_select(service: QueryService) -> None:
+    outcome = run(
+        service,
+        "COPY (SELECT region, COUNT(*) FROM visits GROUP BY region) TO STDOUT",
+        **{"veil.epsilon": "0.5"},
+    )
+    assert outcome.copy is not None and outcome.table is None and outcome.charge is not None
+    assert (outcome.tag, outcome.copy.names) == ("COPY 2", ("region", "count"))
+    assert outcome.copy.values[0] == ["north", "south"]
+    assert all(abs(count - 1500) < 60 for count in outcome.copy.values[1])
+    assert spent(service) == 0.5
+
+
+def test_a_union_all_is_widened_to_real_then_ordered_and_limited(service: QueryService) -> None:
+    outcome = run(
+        service,
+        "SELECT region, COUNT(*) FROM visits GROUP BY region UNION ALL "
+        "SELECT sex, AVG(age) FROM visits GROUP BY sex ORDER BY 1 DESC LIMIT 3",
+        **{"veil.epsilon": "1"},
+    )
+    assert outcome.table is not None
+    assert [row[0] for row in outcome.table.rows] == ["south", "north", "male"]
+    assert outcome.table.columns[1].type is ColumnType.REAL
+    assert all(type(row[1]) is float for row in outcome.table.rows)
+    assert spent(service) == 1.0
+
+
+def test_the_catalog_reads_the_sessions_settings(service: QueryService) -> None:
+    outcome = run(service, "SELECT current_setting('veil.epsilon')", **{"veil.epsilon": "0.7"})
+    assert outcome.table is not None and outcome.table.rows == [("0.7",)]
