@@ -317,3 +317,27 @@ def test_a_union_all_is_widened_to_real_then_ordered_and_limited(service: QueryS
 def test_the_catalog_reads_the_sessions_settings(service: QueryService) -> None:
     outcome = run(service, "SELECT current_setting('veil.epsilon')", **{"veil.epsilon": "0.7"})
     assert outcome.table is not None and outcome.table.rows == [("0.7",)]
+
+
+def test_the_catalog_reads_server_parameters_whatever_their_case(service: QueryService) -> None:
+    outcome = run(service, "SELECT current_setting('Max_Identifier_Length')")
+    assert outcome.table is not None and outcome.table.rows == [("63",)]
+
+
+def test_show_all_lists_every_setting_with_its_description(service: QueryService) -> None:
+    outcome = run(service, "SHOW ALL", **{"veil.epsilon": "0.3"})
+    assert outcome.table is not None
+    assert [c.name for c in outcome.table.columns] == ["name", "setting", "description"]
+    assert ("veil.epsilon", "0.3") in {row[:2] for row in outcome.table.rows}
+
+
+@pytest.mark.parametrize("other_row", ["on", "off"])
+def test_describe_plans_with_the_sessions_delta_and_other_row(service: QueryService, other_row: str) -> None:
+    """Keys from the data (age has no public values) need the session's δ: Describe must plan with it, and
+    with ``veil.other_row``, to give the columns the answer has."""
+    (tree,) = service.parse("SELECT age, COUNT(*) FROM visits GROUP BY age ORDER BY 2 DESC LIMIT 3")
+    settings = SessionSettings({"veil.other_row": other_row, "veil.delta": "1e-6"})
+    described = service.describe(tree, principal=ALICE, settings=settings)
+    answered = service.run(tree, principal=ALICE, settings=settings)
+    assert answered.table is not None
+    assert described.columns == answered.table.columns
