@@ -48,16 +48,18 @@ $(MUTATION): $(STAMP)
 
 # PATHS: files or packages to mutate (default: all the privacy-critical code, docs/testing.md);
 # CHANGED=main: only the files changed since that ref; SAMPLE=40: that many mutants at random (SEED);
-# RERUN=survivors: run the mutants that survived again (after adding tests); RERUN=all: every mutant again.
+# RERUN=survivors: run the mutants that survived again (after adding tests); RERUN=timeouts: those stopped
+# by the clock (with SLACK=10 on a loaded machine: seconds added to each mutant's limit); RERUN=all: all.
 PATHS ?=
 CHANGED ?=
 SAMPLE ?= 0
 SEED ?= 0
 RERUN ?= none
+SLACK ?=
 mutants: $(MUTATION)  ## mutation testing (not part of `make test`); report in mutants/veil-report.md
 	PYTHONPATH=$(CURDIR)/mutants nice -n 10 $(BIN)/python tests/mutation/run.py \
 		$(if $(PATHS),--paths $(PATHS)) $(if $(CHANGED),--changed $(CHANGED)) \
-		--sample $(SAMPLE) --seed $(SEED) --rerun $(RERUN)
+		--sample $(SAMPLE) --seed $(SEED) --rerun $(RERUN) $(if $(SLACK),--slack $(SLACK))
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
