@@ -10,6 +10,7 @@ tests/postgres/test_exact_amounts_postgres.py runs them again on PostgreSQL.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 
@@ -27,6 +28,7 @@ from budget.amounts import (
     float_up,
     from_text,
     to_text,
+    units_up,
 )
 from budget.errors import BudgetExhaustedError, InvalidBudgetError
 from budget.ledger import Ledger
@@ -84,6 +86,13 @@ def test_a_charge_is_the_decimal_rounded_up_to_the_quantum(amount: float) -> Non
 @given(st.floats(min_value=1e-14, max_value=1e6))
 def test_every_float_of_at_least_1e_14_is_charged_exactly(amount: float) -> None:
     assert Fraction(charge_units(amount), SCALE) == exact(amount)
+
+
+@pytest.mark.parametrize("amount", [-1.0, -1e-30, math.inf, math.nan])
+@pytest.mark.parametrize("convert", [charge_units, units_up, exact_units])
+def test_a_negative_or_infinite_amount_is_refused(convert: Callable[..., int], amount: float) -> None:
+    with pytest.raises(InvalidBudgetError, match=r"epsilon must be a finite number >= 0, got"):
+        convert(amount, name="epsilon")
 
 
 def test_a_grant_finer_than_the_quantum_is_refused() -> None:

@@ -57,5 +57,5 @@ def test_the_store_reports_a_lock_another_process_holds_as_locked(tmp_path: Path
                 pass
     finally:
         store.close()
-    assert held.value.fault == "locked"
+    assert held.value.fault == "locked" and store.lock_timeout == 0.05
     assert "readable and writable" in (held.value.hint or "")

@@ -5,7 +5,9 @@ pings, ``veil.budget`` and ``SHOW``, and ``veil_ttest`` — in process on DuckDB
 from __future__ import annotations
 
 import contextlib
+import datetime
 import random
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from proxy.backends.duckdb import DuckDBBackend
 from proxy.config import ColumnType, FederationPolicy
 from proxy.errors import UnsupportedQueryError
 from proxy.federation.exchange import FederatedCounts
+from proxy.query.planning import _typed
 from proxy.query.service import Principal, QueryService, StatementOutcome
 from proxy.query.ttest import NOTE as P_VALUE_NOTE
 from proxy.settings import SessionSettings
@@ -341,3 +344,16 @@ def test_describe_plans_with_the_sessions_delta_and_other_row(service: QueryServ
     answered = service.run(tree, principal=ALICE, settings=settings)
     assert answered.table is not None
     assert described.columns == answered.table.columns
+
+
+def test_an_engines_timestamptz_key_is_read_in_utc_whatever_the_servers_zone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        aware = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.timezone(datetime.timedelta(hours=2)))
+        assert _typed(aware, ColumnType.TIMESTAMP) == datetime.datetime(2026, 1, 1, 10, 0)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
