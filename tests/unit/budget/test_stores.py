@@ -4,6 +4,8 @@ tests/unit/budget/test_ledger.py."""
 
 from __future__ import annotations
 
+import contextlib
+import random
 import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -248,3 +250,37 @@ def test_opening_an_upgraded_ledger_again_changes_nothing(upgraded: Ledger) -> N
         assert again.balances() == before
     finally:
         again.close()
+
+
+@pytest.mark.parametrize(
+    ("start", "listed"),
+    [
+        (8, r"\*\*\* in database main \*\*\*\nOn tree page"),
+        (0, "database disk image is malformed"),
+    ],  # 0: the check itself fails (SQLITE_CORRUPT)
+)
+def test_the_integrity_check_reports_a_damaged_page(tmp_path: Path, start: int, listed: str) -> None:
+    """In process, the check tests/robustness/test_ledger_integrity.py makes through ``veil serve``: random
+    bytes over the analysts' cells make ``quick_check`` list the damage; over the page's header too, they
+    make the check itself fail."""
+    path = tmp_path / "ledger.sqlite"
+    made = Ledger.create(path)
+    made.add_analyst("alice", VERIFIER)
+    made.close()
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        ((root,),) = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'analysts'").fetchall()
+        (page_size,) = db.execute("PRAGMA page_size").fetchone()
+    with path.open("r+b") as file:
+        file.seek((root - 1) * page_size + start)
+        file.write(random.Random(0).randbytes(page_size - start))
+    store = open_store(path)
+    try:
+        with pytest.raises(LedgerStoreError, match=rf"ledger\.sqlite is damaged: {listed}") as damaged:
+            store.check_integrity()
+    finally:
+        store.close()
+    assert damaged.value.fault == "io"
+
+
+def test_the_integrity_check_passes_a_sound_ledger(ledger: Ledger) -> None:
+    ledger.store.check_integrity()
