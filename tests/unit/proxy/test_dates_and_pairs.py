@@ -152,7 +152,8 @@ def test_a_range_longer_than_the_derivable_limit_keeps_quantiles_but_groups_only
     [
         (
             "SELECT date_trunc('month', undated), COUNT(*) FROM m GROUP BY 1",
-            "declare lower and upper dates for undated",
+            "declare lower and upper dates for undated in the policy (e.g. lower = 2024-01-01, upper = 2025-12-31, "
+            "at most 100,000 days apart): its days, and date_trunc or EXTRACT of it, then have public keys; or ",
         ),
         ("SELECT free % 3, COUNT(*) FROM m GROUP BY 1", "declare lower and upper for free in the policy"),
         ("SELECT label, COUNT(*) FROM m GROUP BY 1", "declare label public with its values"),
