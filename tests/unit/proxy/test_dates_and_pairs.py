@@ -181,6 +181,18 @@ def test_an_engine_timestamp_key_finds_its_public_date_cell() -> None:
     assert row == (datetime.date(2024, 3, 1), 2.0)
 
 
+def test_a_real_key_with_whole_values_stays_real() -> None:
+    """An integer times 1.0 is real in PostgreSQL, although every value in its domain is whole."""
+    shape = resolve_group_domains(
+        shape_of("SELECT y * 1.0, COUNT(*) FROM m GROUP BY 1"),
+        execute=execute(engine_rows([])),
+        dialect="duckdb",
+    )
+    (key,) = shape.group_keys
+    assert key.values == (-1.0, 0.0, 1.0, 2.0, 3.0, 4.0)
+    assert key.type is ColumnType.REAL
+
+
 # --- (y, x) aggregates: analysis and price -----------------------------------------------------------------
 
 
