@@ -89,6 +89,15 @@ def test_auto_leaves_a_value_alone_without_a_usable_spread(noise_sd: float | Non
     assert auto_digits(noise_sd) is None
 
 
+def test_rounding_keeps_a_correlation_in_its_range_and_an_r2_in_0_1() -> None:
+    plan = plan_for("SELECT REGR_R2(cost, age), CORR(cost, age) FROM visits")
+    sds = (0.1, 0.1)  # the noise columns: _dp_sd_0, _dp_sd_1
+    out_of_range = present(plan, noisy_table(plan, (-0.3, -1.2, *sds)), Presentation(rounding=2))
+    assert out_of_range.rows == [(0.0, -1.0)]
+    within = present(plan, noisy_table(plan, (0.456, 1.7, *sds)), Presentation(rounding=2))
+    assert within.rows == [(0.46, 1.0)]
+
+
 def test_sums_are_rounded_to_their_noise_by_default() -> None:
     plan = plan_for("SELECT SUM(cost), SUM(age) FROM visits")
     table = present(plan, noisy_table(plan, (123456.78, 123456, 1234.0, 1234.0)), Presentation())

@@ -38,10 +38,13 @@ VISITS = (
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[QueryService]:
-    """alice holds ε = 10 and δ = 1e-5 on the clinic (3,000 visits of 1,000 patients)."""
+    """alice holds ε = 10 and δ = 1e-5 on the clinic (3,000 visits of 1,000 patients, 8,000 ratings)."""
     path = tmp_path / "clinic.duckdb"
     with duckdb.connect(str(path)) as connection:
         connection.execute(VISITS)
+        connection.execute(
+            "CREATE TABLE ratings AS SELECT i // 4 AS user_id, 1 + i % 5 AS stars FROM range(8000) t(i)"
+        )
         connection.execute(
             "CREATE TABLE zones AS SELECT * FROM (VALUES ('n1', 'north'), ('s1', 'south')) t(code, zone)"
         )
@@ -357,3 +360,14 @@ def test_an_engines_timestamptz_key_is_read_in_utc_whatever_the_servers_zone(
     finally:
         monkeypatch.undo()
         time.tzset()
+
+
+def test_a_union_all_of_parts_that_choose_their_bound_is_answered(service: QueryService) -> None:
+    """ratings has max_contributions = "auto": each part chooses its bound with DP, with its own options."""
+    outcome = run(
+        service,
+        "SELECT COUNT(*) FROM ratings UNION ALL SELECT COUNT(*) FROM ratings WHERE stars > 2",
+        **{"veil.epsilon": "1"},
+    )
+    assert outcome.table is not None and len(outcome.table.rows) == 2
+    assert spent(service) == 1.0
