@@ -18,7 +18,7 @@ from budget.ledger import Ledger
 from budget.loss import PrivacyLoss
 from proxy.backends.duckdb import DuckDBBackend
 from proxy.config import ColumnType, FederationPolicy
-from proxy.errors import UnsupportedQueryError
+from proxy.errors import InvalidParameterValueError, UnsupportedQueryError
 from proxy.federation.exchange import FederatedCounts
 from proxy.query.planning import _typed
 from proxy.query.service import Principal, QueryService, StatementOutcome
@@ -370,4 +370,26 @@ def test_a_union_all_of_parts_that_choose_their_bound_is_answered(service: Query
         **{"veil.epsilon": "1"},
     )
     assert outcome.table is not None and len(outcome.table.rows) == 2
+    assert outcome.charge is not None and "Laplace" in outcome.charge.mechanisms
     assert spent(service) == 1.0
+    again = run(
+        service,
+        "SELECT COUNT(*) FROM ratings UNION ALL SELECT COUNT(*) FROM ratings WHERE stars > 2",
+        **{"veil.epsilon": "1"},
+    )
+    assert again.table == outcome.table and again.charge is not None and again.charge.cached
+    assert spent(service) == 1.0, "the stored answer of the same statement, for free"
+
+
+# -- SET ---------------------------------------------------------------------------------------------
+
+
+def test_set_changes_the_sessions_epsilon_and_refuses_one_above_the_maximum(service: QueryService) -> None:
+    settings = SessionSettings({})
+    (good,) = service.parse("SET veil.epsilon = 0.5")
+    assert service.run(good, principal=ALICE, settings=settings).tag == "SET"
+    assert settings.get("veil.epsilon") == "0.5"
+    (too_much,) = service.parse(f"SET veil.epsilon = {service.dataset.max_epsilon * 2}")
+    with pytest.raises(InvalidParameterValueError, match="max_epsilon"):
+        service.run(too_much, principal=ALICE, settings=settings)
+    assert settings.get("veil.epsilon") == "0.5", "the old value is kept"
