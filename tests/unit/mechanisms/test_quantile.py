@@ -199,11 +199,11 @@ def test_rejects_a_huge_grid() -> None:
     ("values", "message"),
     [
         ((0.5, 0.123456789), "sorted ascending"),
-        ((0.1, 5.123456789), "within \\[lower, upper\\]"),
-        ((-3.987654321, 0.5), "within \\[lower, upper\\]"),
-        ((0.1, math.nan), "NaN"),
+        ((0.1, 5.123456789), "^sorted_values must lie within \\[lower, upper\\]$"),
+        ((-3.987654321, 0.5), "^sorted_values must lie within \\[lower, upper\\]$"),
+        ((0.1, math.nan), "^sorted_values must not contain NaN$"),
         ([[0.1, 0.2]], "one-dimensional"),
-        (("a", "b"), "sequence of numbers"),
+        (("a", "b"), "^sorted_values must be a sequence of numbers$"),
     ],
 )
 def test_rejects_bad_values_without_quoting_them(values: object, message: str) -> None:

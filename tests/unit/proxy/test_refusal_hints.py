@@ -52,3 +52,9 @@ def test_a_statement_nested_past_the_parser_s_stack_is_refused_with_a_hint() -> 
         parse_statements("SELECT " + "(" * 500 + "1" + ")" * 500)
     assert (refused.value.sqlstate, str(refused.value)) == ("54001", "statement is nested too deeply")
     assert refused.value.hint == "flatten the expression (fewer nested parentheses, subqueries or CASEs)"
+
+
+def test_the_top_k_gap_bound_names_a_fractional_number_of_candidates() -> None:
+    with pytest.raises(MechanismError, match=r"^candidates ") as refused:
+        top_k_score_gap_bound(epsilon=1.0, sensitivity=1, k=2, candidates=10.5, outputs=1)  # type: ignore[arg-type]
+    assert refused.value.hint == "the number of candidates selected from"
