@@ -18,7 +18,7 @@ from budget.ledger import Ledger
 from budget.loss import PrivacyLoss
 from proxy.backends.duckdb import DuckDBBackend
 from proxy.config import ColumnType, FederationPolicy
-from proxy.errors import InvalidParameterValueError, UnsupportedQueryError
+from proxy.errors import InvalidParameterValueError, ProxyError, UnsupportedQueryError
 from proxy.federation.exchange import FederatedCounts
 from proxy.query.planning import _typed
 from proxy.query.service import Principal, QueryService, StatementOutcome
@@ -390,6 +390,13 @@ def test_set_changes_the_sessions_epsilon_and_refuses_one_above_the_maximum(serv
     assert service.run(good, principal=ALICE, settings=settings).tag == "SET"
     assert settings.get("veil.epsilon") == "0.5"
     (too_much,) = service.parse(f"SET veil.epsilon = {service.dataset.max_epsilon * 2}")
-    with pytest.raises(InvalidParameterValueError, match="max_epsilon"):
+    with pytest.raises(InvalidParameterValueError, match="max_epsilon") as refused:
         service.run(too_much, principal=ALICE, settings=settings)
+    assert refused.value.hint == f"SET veil.epsilon to at most {service.dataset.max_epsilon:g}"
     assert settings.get("veil.epsilon") == "0.5", "the old value is kept"
+
+
+def test_a_statement_over_the_datasets_token_limit_is_refused_before_parsing(service: QueryService) -> None:
+    limit = service.dataset.limits.max_tokens
+    with pytest.raises(ProxyError, match=f"more than this dataset's max_tokens of {limit}"):
+        service.parse("SELECT " + ", ".join(["1"] * limit))
