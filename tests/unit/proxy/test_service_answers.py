@@ -400,3 +400,21 @@ def test_a_statement_over_the_datasets_token_limit_is_refused_before_parsing(ser
     limit = service.dataset.limits.max_tokens
     with pytest.raises(ProxyError, match=f"more than this dataset's max_tokens of {limit}"):
         service.parse("SELECT " + ", ".join(["1"] * limit))
+
+
+def test_top_k_queries_sharing_their_gate_do_not_share_a_stored_answer(service: QueryService) -> None:
+    """Two top-k queries over the same data-derived keys share the gate query (people per key) but
+    measure different things: each must be answered (and charged) on its own — the stored answer of
+    one is never the other's."""
+    delta = {"veil.delta": "1e-6", "veil.epsilon": "1"}
+    rows = run(service, "SELECT age, COUNT(*) FROM visits GROUP BY age ORDER BY 2 DESC LIMIT 3", **delta)
+    people = run(
+        service,
+        "SELECT age, COUNT(DISTINCT patient_id) FROM visits GROUP BY age ORDER BY 2 DESC LIMIT 3",
+        **delta,
+    )
+    assert rows.charge is not None and not rows.charge.cached
+    assert people.charge is not None and not people.charge.cached
+    assert spent(service) == pytest.approx(2.0)
+    again = run(service, "SELECT age, COUNT(*) FROM visits GROUP BY age ORDER BY 2 DESC LIMIT 3", **delta)
+    assert again.charge is not None and again.charge.cached and again.table == rows.table

@@ -61,3 +61,18 @@ def test_a_union_measured_whole_is_charged_the_statements_epsilon_and_delta() ->
     partial = _union_cost(parts[:1], epsilon=None, delta=None)  # the other part was a stored answer
     up = math.inf  # the parts' exact sum, rounded up: never below the losses it adds
     assert (partial.epsilon, partial.delta) == (math.nextafter(0.5, up), math.nextafter(4.9e-7, up))
+
+
+def test_a_unions_zcdp_cost_adds_its_parts_rho_and_their_delta_outside_rho() -> None:
+    """Under the zCDP accountant a UNION ALL composes its parts' ρ (ρ adds up) and the δ each spends
+    outside ρ (τ-thresholding of data-derived keys), never more than the δ charged: dropping either
+    would under-charge, and ρ of the whole ε (ε²/2) would over-charge."""
+    up = math.inf
+    thresholded = Release(0.5, 4e-7, rho=0.125, rho_delta=3e-7)
+    gaussian = Release(0.5, 5e-7, rho=0.02, rho_delta=0.0)
+    cost = _union_cost([thresholded, gaussian], epsilon=1.0, delta=1e-6)
+    assert cost.rho == math.nextafter(0.145, up)
+    assert cost.rho_delta == math.nextafter(3e-7, up)
+    assert _union_cost([thresholded, thresholded], epsilon=1.0, delta=5e-7).rho_delta == 5e-7, "capped at δ"
+    partial = _union_cost([thresholded], epsilon=None, delta=None)
+    assert (partial.rho, partial.rho_delta) == (math.nextafter(0.125, up), math.nextafter(3e-7, up))
