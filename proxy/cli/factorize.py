@@ -40,7 +40,7 @@ from anonymizers.plots import plot_factorization, require_matplotlib
 from proxy.cli.sources import (
     engine_errors,
     open_source,
-    progress_callback,
+    progress_bar,
     read_released,
     source_arguments,
     source_options,
@@ -322,14 +322,11 @@ def _realign(built: EventWindows, users: list[str], items: list[str]) -> EventWi
 def _release_all(
     windows: EventWindows, settings: ReleaseSettings, rng: np.random.Generator, *, quiet: bool
 ) -> list[WindowRelease]:
-    update, close = progress_callback("factorizing windows", quiet=quiet)
     releases = []
-    try:
+    with progress_bar("factorizing windows", quiet=quiet) as update:
         for window, matrix in enumerate(windows.matrices):
             releases.append(release_window(matrix, settings, rng))
             update(window + 1, len(windows.matrices))
-    finally:
-        close()
     # Published values are stored as REAL: scoring the float32 values is scoring exactly what is written.
     return [WindowRelease(r.published.astype(np.float32), r.labels, r.errors, r.solver) for r in releases]
 
@@ -396,11 +393,8 @@ def _dense_windows(released: pd.DataFrame, recorded: dict[str, Any], count: int)
 def _score(
     originals: list[np.ndarray], published: list[np.ndarray], k: int | None, options: dict[str, Any]
 ) -> Risks:
-    update, close = progress_callback("attacks", quiet=options["as_json"])
-    try:
+    with progress_bar("attacks", quiet=options["as_json"]) as update:
         return score_windows(originals, published, k=k, metric=options["distance"], progress=update)
-    finally:
-        close()
 
 
 def _utility(

@@ -67,7 +67,7 @@ from proxy.cli.sources import (
     attack_pipeline,
     engine_errors,
     open_source,
-    progress_callback,
+    progress_bar,
     run_attack,
     source_arguments,
     source_options,
@@ -408,8 +408,7 @@ def _recoding(
     options: dict[str, Any],
 ) -> GlobalRecodingResult:
     """The optimal node for the given k and suppression limit."""
-    update, close = progress_callback("searching the generalization lattice", quiet=options["as_json"])
-    try:
+    with progress_bar("searching the generalization lattice", quiet=options["as_json"]) as update:
         return anonymize(
             source,
             qis,
@@ -420,8 +419,6 @@ def _recoding(
             metric=options["metric"],
             progress=update,
         )
-    finally:
-        close()
 
 
 def _searched_recoding(
@@ -434,10 +431,9 @@ def _searched_recoding(
 ) -> tuple[Frontier, GlobalRecodingResult]:
     """The --max-risk search: one frequency set from the engine, one lattice search per candidate on it."""
     provider = frequency_set(source, qis, [hierarchies[q] for q in qis], sensitive=options["sensitive"])
-    update, close = progress_callback(
+    with progress_bar(
         "searching k and the suppression limit", quiet=options["as_json"], unit="candidates"
-    )
-    try:
+    ) as update:
         frontier, result = kanon_frontier(
             provider,
             qis,
@@ -447,8 +443,6 @@ def _searched_recoding(
             metric=options["metric"],
             progress=update,
         )
-    finally:
-        close()
     if result is None:
         raise frontier.refusal("raise --max-risk or --suppression-limit, or use coarser hierarchies")
     return frontier, result
@@ -836,15 +830,12 @@ def _searched_combine(
         loss = information_loss(frame, released.table, row_ids=released.row_ids, columns=qis).cell_loss
         return released, _combine_risk(frame, released, candidate, qis, risk_target, options), loss
 
-    update, close = progress_callback(
+    with progress_bar(
         "searching ε and the sampling rate", quiet=options["as_json"], unit="candidates"
-    )
-    try:
+    ) as update:
         frontier, released, chosen = combine_frontier(
             combine_grid(pipeline), risk_target, evaluate, progress=update
         )
-    finally:
-        close()
     if released is None or chosen is None:
         raise frontier.refusal("raise --max-risk, or generalize more (--step COLUMN=generalize:LEVEL)")
     return frontier, released, chosen

@@ -175,6 +175,16 @@ def progress_callback(
     return update, close
 
 
+@contextmanager
+def progress_bar(label: str, *, quiet: bool, unit: str | None = None) -> Iterator[Callable[[int, int], None]]:
+    """:func:`progress_callback` as a ``with`` block: the bar closes however the work ends."""
+    update, close = progress_callback(label, quiet=quiet, unit=unit)
+    try:
+        yield update
+    finally:
+        close()
+
+
 def source_arguments(options: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(options[k] for k in ("config_path", "dataset", "table", "input_path", "delimiter"))
 
@@ -207,10 +217,9 @@ def run_attack(
 ) -> AttackResult:
     """Algorithm 2 with the command's attack options; a bar of records scored unless a search's bar of
     candidates is showing."""
-    update, close = progress_callback(
+    with progress_bar(
         "simulated attack", quiet=options["as_json"] or not show_progress, unit="records"
-    )
-    try:
+    ) as update:
         return simulate_attack(
             original,
             released.assign(**{ROW_ID: row_ids}),
@@ -222,5 +231,3 @@ def run_attack(
             outlier_k=options["outlier_k"],
             progress=update,
         )
-    finally:
-        close()
