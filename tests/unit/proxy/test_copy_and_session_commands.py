@@ -171,6 +171,14 @@ def test_unsupported_or_malformed_commands_are_refused(text: str, error: type[Ex
         command_of(tree)
 
 
+def test_a_malformed_prepare_says_how_to_write_it() -> None:
+    (tree,) = parse_statements("PREPARE p SELECT 1")
+    with pytest.raises(QuerySyntaxError) as refused:
+        command_of(tree)
+    assert str(refused.value) == "syntax error in PREPARE"
+    assert refused.value.hint == "PREPARE name [(type, …)] AS statement"
+
+
 def test_execute_arguments_are_constants_as_bind_text() -> None:
     assert execute_arguments("1, -2.5, 'it''s', NULL, TRUE, CAST('2024-01-02' AS DATE)") == [
         "1", "-2.5", "it's", None, "true", "2024-01-02",

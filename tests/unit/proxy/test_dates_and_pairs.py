@@ -456,3 +456,18 @@ def test_a_pair_aggregates_noise_is_capped_by_the_range_it_is_clamped_into() -> 
     assert (
         pair_noise_sd(AggregateKind.REGR_SLOPE, stats, sds, aggregate.pair) > 1.0
     )  # no range bounds a slope
+
+
+@pytest.mark.parametrize(
+    ("arguments", "product"),
+    [
+        ("abs(y), x", "abs(y) * x"),  # one call is a factor as it is
+        ("y * 2, x", "x * (y * 2)"),  # factors in a fixed order, either argument order
+        ("abs(y) + abs(x), x", "(abs(y) + abs(x)) * x"),  # two calls: the first ")" is not the last
+        ("abs(y) * abs(x), x", "(abs(y) * abs(x)) * x"),
+        ("greatest(abs(y), 0), x", "greatest(abs(y), 0) * x"),  # nested parentheses close at the end
+    ],
+)
+def test_a_product_names_its_factors_parenthesized_only_where_needed(arguments: str, product: str) -> None:
+    (aggregate,) = shape_of(f"SELECT CORR({arguments}) FROM m").aggregates
+    assert aggregate.pair is not None and aggregate.pair.product.text == product

@@ -59,6 +59,16 @@ def folded(sql: str) -> str:
             " p.patient_id) AS j WHERE j.sex = 'male'",
             "SELECT COUNT(*) FROM visits AS v JOIN patients AS p ON v.patient_id = p.patient_id WHERE p.sex = 'male'",
         ),
+        (  # a `*` subquery over one relation: its columns keep the subquery's name as qualifier
+            "SELECT COUNT(*) FROM (SELECT * FROM visits) AS v JOIN zones AS z ON v.region = z.code"
+            " WHERE v.cost > 1",
+            "SELECT COUNT(*) FROM visits AS v JOIN zones AS z ON v.region = z.code WHERE v.cost > 1",
+        ),
+        (  # an unqualified column the subquery does not output belongs to the table the outer query joins
+            "SELECT COUNT(*) FROM (SELECT region FROM visits) AS v JOIN zones AS z ON v.region = z.code"
+            " WHERE zone = 'a'",
+            "SELECT COUNT(*) FROM visits AS v JOIN zones AS z ON v.region = z.code WHERE zone = 'a'",
+        ),
         (  # a grouped subquery is not row-level: left for the per-person analysis
             "SELECT AVG(n) FROM (SELECT user_id, COUNT(*) AS n FROM ratings GROUP BY user_id) AS p",
             "SELECT AVG(n) FROM (SELECT user_id, COUNT(*) AS n FROM ratings GROUP BY user_id) AS p",

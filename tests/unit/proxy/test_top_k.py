@@ -262,3 +262,14 @@ def test_the_partitioned_score_query_is_deterministic_sql(dataset: DatasetPolicy
         " SELECT _dp_key_0, _dp_key_1, COUNT(*) AS _dp_score FROM _dp_cells JOIN _dp_homes"
         " USING (_dp_unit, _dp_key_0) GROUP BY _dp_key_0, _dp_key_1"
     )
+
+
+def test_a_function_around_the_ranking_subquery_is_named_as_sql_names_it(dataset: DatasetPolicy) -> None:
+    """The outer query only selects, filters and orders the ranked noisy table: an aggregate over it is
+    refused, named as the analyst wrote it (``sum()``, not sqlglot's class name ``Sum``)."""
+    sql = PARTITIONED.replace("SELECT region, genre, n FROM", "SELECT SUM(n) FROM").replace(
+        " ORDER BY region, r", ""
+    )
+    with pytest.raises(PolicyViolationError) as refused:
+        shape_of(sql, dataset)
+    assert str(refused.value) == "sum() is not supported around a ranking subquery"

@@ -1,0 +1,70 @@
+"""Which statements read a federation, and the statement each site runs over its own table
+(analysis/federated.py)."""
+
+from __future__ import annotations
+
+import pytest
+import sqlglot
+from sqlglot import exp
+
+from proxy.analysis.federated import federation_read, local_statement
+from proxy.config import FederationPolicy
+from proxy.errors import UnsupportedQueryError
+
+HOSPITALS = FederationPolicy(
+    name="hospitals",
+    dataset="clinic",
+    table="visits",
+    group_by=("region",),
+    threshold=20,
+    secret_env="HOSPITALS_SECRET",
+)
+
+
+def local(sql: str) -> str:
+    tree = sqlglot.parse_one(sql, read="postgres")
+    assert isinstance(tree, exp.Select)
+    return local_statement(tree, HOSPITALS).sql(dialect="postgres")
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        (  # the federation's name stays the qualifier the analyst may use
+            "SELECT region, COUNT(*) FROM hospitals WHERE hospitals.age > 3 GROUP BY region",
+            "SELECT region, COUNT(*) FROM visits AS hospitals WHERE hospitals.age > 3 GROUP BY region",
+        ),
+        (  # an alias the analyst gave is kept
+            "SELECT h.region, COUNT(*) FROM hospitals AS h WHERE h.age > 3 GROUP BY h.region",
+            "SELECT h.region, COUNT(*) FROM visits AS h WHERE h.age > 3 GROUP BY h.region",
+        ),
+    ],
+)
+def test_each_site_runs_the_statement_over_its_own_table(sql: str, expected: str) -> None:
+    assert local(sql) == expected
+
+
+def test_the_statement_itself_is_not_changed() -> None:
+    tree = sqlglot.parse_one("SELECT COUNT(*) FROM hospitals AS h", read="postgres")
+    assert isinstance(tree, exp.Select)
+    local_statement(tree, HOSPITALS)
+    assert tree.sql(dialect="postgres") == "SELECT COUNT(*) FROM hospitals AS h"
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT COUNT(*) FROM hospitals JOIN zones ON hospitals.region = zones.code",
+        "WITH h AS (SELECT * FROM hospitals) SELECT COUNT(*) FROM h",
+        "SELECT COUNT(*) FROM hospitals UNION ALL SELECT COUNT(*) FROM hospitals",
+    ],
+)
+def test_a_federation_is_counted_only_on_its_own(sql: str) -> None:
+    with pytest.raises(UnsupportedQueryError, match="federation hospitals can only be counted on its own"):
+        federation_read(sqlglot.parse_one(sql, read="postgres"), {"hospitals": HOSPITALS})
+
+
+def test_statements_naming_no_federation_read_none() -> None:
+    tree = sqlglot.parse_one("SELECT COUNT(*) FROM visits", read="postgres")
+    assert federation_read(tree, {"hospitals": HOSPITALS}) is None
+    assert federation_read(tree, {}) is None
