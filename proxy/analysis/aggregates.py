@@ -187,7 +187,9 @@ class PairInputs:
 @dataclass(frozen=True)
 class Aggregate:
     kind: AggregateKind
-    column: AggregateInput | None  # None for COUNT(*), COUNT(DISTINCT unit) and the (y, x) aggregates
+    # None for COUNT(*), COUNT(DISTINCT unit) and the (y, x) aggregates; for COUNT(DISTINCT unit) under a
+    # condition, the condition as an input: ``CASE WHEN c THEN 1 END``, counted per person
+    column: AggregateInput | None
     q: Fraction | None = None  # the quantile, for QUANTILE (MEDIAN 1/2, MIN 0, MAX 1)
     pair: PairInputs | None = None  # the (y, x) aggregates
     # COUNT(DISTINCT unit): the unit as the analyst wrote it (``v.patient_id``), for its label only
@@ -220,9 +222,16 @@ class Aggregate:
         if self.kind is AggregateKind.COUNT_ROWS:
             return "count(*)"
         if self.kind is AggregateKind.COUNT_UNITS:
-            return f"count(DISTINCT {self.unit or 'unit'})"
+            return people_label(self.unit or "unit", self.column)
         assert self.column is not None
         return self.column.called(f"{self.kind.value}(")
+
+
+def people_label(unit: str, condition: AggregateInput | None) -> str:
+    """``count(DISTINCT patient_id)``, with its FILTER clause as written when ``condition`` came from one."""
+    label = f"count(DISTINCT {unit})"
+    written_condition = condition.condition if condition is not None else None
+    return f"{label} FILTER (WHERE {written_condition})" if written_condition else label
 
 
 def selection_label(kind: str, column: AggregateInput | None, q: Fraction | None) -> str:
@@ -279,12 +288,8 @@ def _mode(node: exp.Expression, scope: ColumnScope) -> Aggregate | None:
     if not (isinstance(node, exp.WithinGroup) and isinstance(node.this, exp.Mode)):
         return None
     order = node.expression.expressions if isinstance(node.expression, exp.Order) else []
-    argument = order[0].this if len(order) == 1 else None
-    if isinstance(argument, exp.Case):
-        raise refuse(
-            "MODE() with a condition (FILTER or CASE) is not supported yet",
-            hint="move the condition to WHERE: SELECT MODE() WITHIN GROUP (ORDER BY col) FROM t WHERE …",
-        )
+    written_argument = order[0].this if len(order) == 1 else None
+    conditions, argument = _peeled(written_argument) if written_argument is not None else ([], None)
     if node.this.this is not None or not isinstance(argument, exp.Column):
         raise UnsupportedQueryError(
             "MODE() is answered only WITHIN GROUP (ORDER BY one column)",
@@ -300,7 +305,29 @@ def _mode(node: exp.Expression, scope: ColumnScope) -> Aggregate | None:
     source = AggregateInput(
         column.name, exp.column(column.name), column.type, values=column.values, shown=written(argument)
     )
+    if conditions:
+        assert written_argument is not None
+        source = _mode_under_condition(source, conditions, written_argument, scope)
     return Aggregate(AggregateKind.MODE, source)
+
+
+def _mode_under_condition(
+    source: AggregateInput, conditions: list[exp.Expression], argument: exp.Expression, scope: ColumnScope
+) -> AggregateInput:
+    """The mode of the rows where the conditions hold (a FILTER clause, or ``CASE WHEN c THEN col END``):
+    elsewhere the value is NULL, which the mode histogram drops like any value outside the public domain
+    (rewrite/bound_contributions.py), so each person's weights are spread over their matching rows only."""
+    test = scope.unqualified(exp.and_(*(condition.copy() for condition in conditions)))
+    check_predicate(test, clause="an aggregate")
+    expression = exp.Case(ifs=[exp.If(this=test, true=source.expression.copy())])
+    shown, written_condition = _as_written(argument)
+    return dataclasses.replace(
+        source,
+        name=input_name(expression.sql(dialect="postgres"), None, None),
+        expression=expression,
+        shown=shown,
+        condition=written_condition,
+    )
 
 
 def parse_aggregate(node: exp.Expression, scope: ColumnScope) -> Aggregate:
@@ -619,22 +646,59 @@ def _number(node: exp.Expression) -> float | None:
 
 
 def _distinct_count(node: exp.Expression, distinct: exp.Distinct, scope: ColumnScope) -> Aggregate:
+    """COUNT(DISTINCT unit), or the people with a row where a condition holds: COUNT(DISTINCT unit)
+    FILTER (WHERE c), or COUNT(DISTINCT CASE WHEN c THEN unit END) as SQL writes it without FILTER."""
     unit = scope.table.privacy_unit
     arguments = distinct.expressions
-    if isinstance(node, exp.Count) and unit is not None:
-        values = [filtered[1] if (filtered := filter_case(a)) else a for a in arguments]
-        conditional = any(isinstance(a, exp.Case) for a in arguments)
-        # a FILTER clause on COUNT(DISTINCT other) is refused for the DISTINCT, the first thing to change
-        if conditional and (_is_unit(values, scope) or not any(filter_case(a) for a in arguments)):
-            raise refuse(
-                f"COUNT(DISTINCT {unit}) with a condition (FILTER or CASE) is not supported yet",
-                hint=f"move the condition to WHERE: SELECT COUNT(DISTINCT {unit}) FROM … WHERE …",
-            )
-        if _is_unit(arguments, scope):
-            return Aggregate(AggregateKind.COUNT_UNITS, None, unit=written(arguments[0]))
+    if isinstance(node, exp.Count) and unit is not None and len(arguments) == 1:
+        conditions, value = _peeled(arguments[0])
+        if _is_unit([value], scope):
+            shown, _ = _as_written(arguments[0])
+            condition = _people_condition(conditions, arguments[0], scope) if conditions else None
+            return Aggregate(AggregateKind.COUNT_UNITS, condition, unit=shown)
     raise refuse(
         "DISTINCT aggregates are only supported as COUNT(DISTINCT <privacy unit>)",
         hint=f"count people with COUNT(DISTINCT {unit})" if unit else "each row is one person: use COUNT(*)",
+    )
+
+
+def _peeled(argument: exp.Expression) -> tuple[list[exp.Expression], exp.Expression]:
+    """The conditions and the value of ``CASE WHEN c THEN … END`` nested any number of times (a FILTER
+    clause's CASE or the analyst's), outermost first: ([], argument) for anything else."""
+    conditions: list[exp.Expression] = []
+    while (branch := _only_branch(argument)) is not None:
+        condition, argument = branch
+        conditions.append(condition)
+    return conditions, argument
+
+
+def _only_branch(node: exp.Expression) -> tuple[exp.Expression, exp.Expression] | None:
+    """(c, v) of ``CASE WHEN c THEN v END`` (no ELSE, or ELSE NULL): v where c holds, NULL elsewhere."""
+    if not isinstance(node, exp.Case) or node.this is not None:
+        return None
+    branches = node.args.get("ifs") or []
+    otherwise = node.args.get("default")
+    if len(branches) != 1 or not (otherwise is None or isinstance(otherwise, exp.Null)):
+        return None
+    return branches[0].this, branches[0].args["true"]
+
+
+def _people_condition(
+    conditions: list[exp.Expression], argument: exp.Expression, scope: ColumnScope
+) -> AggregateInput:
+    """What the engine counts per person for COUNT(DISTINCT unit) under ``conditions``: ``CASE WHEN c
+    THEN 1 END``, checked like any condition on private values. A person is counted when at least one of
+    their rows gives 1, so the count keeps sensitivity 1 per group (rewrite/bound_contributions.py)."""
+    test = scope.unqualified(exp.and_(*(condition.copy() for condition in conditions)))
+    check_predicate(test, clause="an aggregate")
+    expression = exp.Case(ifs=[exp.If(this=test, true=exp.Literal.number(1))])
+    _, written_condition = _as_written(argument)
+    return AggregateInput(
+        input_name(expression.sql(dialect="postgres"), None, None),
+        expression,
+        ColumnType.INTEGER,
+        shown="1",
+        condition=written_condition,
     )
 
 

@@ -19,6 +19,7 @@ from proxy.analysis.aggregates import (
     AggregateInput,
     AggregateKind,
     input_order,
+    people_label,
     selection_label,
 )
 from proxy.analysis.shape import QueryShape
@@ -27,7 +28,7 @@ from proxy.analysis.shape import QueryShape
 class QuantityKind(StrEnum):
     ROWS = "rows"  # COUNT(*)
     NON_NULL = "non_null"  # COUNT(col)
-    UNITS = "units"  # COUNT(DISTINCT privacy unit)
+    UNITS = "units"  # COUNT(DISTINCT privacy unit), with column: the people with a row where it is not NULL
     SUM = "sum"  # SUM(clamped col)
     SUM_SQUARES = "sum_squares"  # SUM(clamped col²)
     QUANTILE = "quantile"  # a grid point chosen by the exponential mechanism from a histogram
@@ -58,7 +59,7 @@ class Quantity:
         if self.kind is QuantityKind.ROWS:
             return "count(*)"
         if self.kind is QuantityKind.UNITS:
-            return f"count(DISTINCT {self.unit})" if self.unit else "people per key"
+            return people_label(self.unit, self.column) if self.unit else "people per key"
         assert self.column is not None
         text = self.column.text
         if self.kind is QuantityKind.SUM_SQUARES:
@@ -101,7 +102,7 @@ def quantities_for(aggregate: Aggregate) -> tuple[Quantity, ...]:
         case AggregateKind.COUNT_ROWS:
             return (Quantity(QuantityKind.ROWS, None),)
         case AggregateKind.COUNT_UNITS:
-            return (Quantity(QuantityKind.UNITS, None, unit=aggregate.unit),)
+            return (Quantity(QuantityKind.UNITS, column, unit=aggregate.unit),)
         case AggregateKind.COUNT:
             return (Quantity(QuantityKind.NON_NULL, column),)
         case AggregateKind.SUM:

@@ -86,8 +86,7 @@ def _ordered_by_count(shape: QueryShape) -> TopK | None:
     order = post.args.get("order")
     if (
         not shape.group_keys
-        or len(shape.aggregates) != 1
-        or shape.aggregates[0].kind not in COUNTS
+        or not _ranks_by_count(shape)
         or order is None
         or post.args.get("where") is not None
         or post.args.get("distinct") is not None
@@ -101,6 +100,16 @@ def _ordered_by_count(shape: QueryShape) -> TopK | None:
     if limit is None or offset is None or not 1 <= limit + offset <= MAX_K:
         return None
     return TopK(limit + offset, 0)
+
+
+def _ranks_by_count(shape: QueryShape) -> bool:
+    """Whether the shape's one aggregate is a count top-k selects keys by: COUNT(*) or COUNT(DISTINCT
+    unit), without a condition — a filtered count (``COUNT(*) FILTER (WHERE …)`` is a COUNT of a CASE) is
+    answered as an ordinary query, since the selection counts every row or person of a key."""
+    if len(shape.aggregates) != 1:
+        return False
+    (aggregate,) = shape.aggregates
+    return aggregate.kind in COUNTS and aggregate.column is None
 
 
 def _resolved(node: exp.Expression, post: exp.Select) -> exp.Expression:
@@ -174,7 +183,7 @@ def _partitioned(select: exp.Select, dataset: DatasetPolicy) -> QueryShape | Non
         _partition_key(node, item) for node, item in zip(partition, mapped[visible:], strict=False)
     )
     ranked_by = mapped[visible + len(partition) :]
-    if len(shape.aggregates) != 1 or shape.aggregates[0].kind not in COUNTS or not _is_count(ranked_by[0], 0):
+    if not _ranks_by_count(shape) or not _is_count(ranked_by[0], 0):
         raise refuse(
             "ROW_NUMBER() ranks only by COUNT(*) or COUNT(DISTINCT <privacy unit>), the subquery's one aggregate",
             hint=_RANKING_HINT,

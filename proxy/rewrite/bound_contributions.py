@@ -61,7 +61,12 @@ def value_alias(column: AggregateInput) -> str:
 
 def partial_alias(quantity: Quantity) -> str:
     """Per-(person, group) partial of a quantity: ``_dp_rows``, ``_dp_count_age``, ``_dp_sum_age``…"""
-    prefixes = {QuantityKind.NON_NULL: "count", QuantityKind.SUM: "sum", QuantityKind.SUM_SQUARES: "sumsq"}
+    prefixes = {
+        QuantityKind.NON_NULL: "count",
+        QuantityKind.UNITS: "units",
+        QuantityKind.SUM: "sum",
+        QuantityKind.SUM_SQUARES: "sumsq",
+    }
     if quantity.column is None:
         return ROWS if quantity.kind is QuantityKind.ROWS else "_dp_units"
     return f"_dp_{prefixes[quantity.kind]}_{quantity.column.name}"
@@ -117,13 +122,25 @@ def _weighted_sums(
     measures = []
     for index, quantity in enumerate(quantities):
         if quantity.kind is QuantityKind.UNITS:
-            measure: exp.Expression = (
-                exp.Count(this=exp.Star()) if groups is None else exp.Sum(this=groups.copy())
-            )
+            measure = _people(quantity, groups)
         else:
             measure = exp.Sum(this=exp.Mul(this=exp.column(partial_alias(quantity)), expression=rows.copy()))
         measures.append(measure.as_(quantity_alias(index)))
     return measures
+
+
+def _people(quantity: Quantity, groups: exp.Expression | None) -> exp.Expression:
+    """The people of each group (one partial per person and group), each weighted by ``groups``; under a
+    condition, only the people with a row where it holds. The weight still divides by all the person's
+    groups, the ones without such a row included: their ℓ1 (and ℓ2) contribution can only shrink, so the
+    sensitivity of plain COUNT(DISTINCT unit) holds."""
+    if quantity.column is None:
+        return exp.Count(this=exp.Star()) if groups is None else exp.Sum(this=groups.copy())
+    matched = exp.GT(this=exp.column(partial_alias(quantity)), expression=exp.Literal.number(0))
+    if groups is None:  # one partial per person: a count of people, an exact integer
+        return exp.Count(this=exp.Case(ifs=[exp.If(this=matched, true=exp.Literal.number(1))]))
+    weighted = exp.Case(ifs=[exp.If(this=matched, true=groups.copy())], default=exp.Literal.number(0))
+    return exp.Sum(this=weighted)
 
 
 def _copies(nodes: list[exp.Column]) -> list[exp.Column]:
@@ -138,11 +155,10 @@ def _grouped(query: exp.Select, keys: list[exp.Column]) -> exp.Select:
 
 def _aggregate(quantity: Quantity) -> exp.Expression:
     """The plain aggregate of a quantity over filtered rows (or per person, for partials)."""
-    if quantity.kind in (QuantityKind.ROWS, QuantityKind.UNITS):  # UNITS here: rows are people
+    if quantity.column is None:  # COUNT(*), or COUNT(DISTINCT unit) where rows are people
         return exp.Count(this=exp.Star())
-    assert quantity.column is not None
     value = exp.column(value_alias(quantity.column))
-    if quantity.kind is QuantityKind.NON_NULL:
+    if quantity.kind in (QuantityKind.NON_NULL, QuantityKind.UNITS):  # UNITS: rows where the condition holds
         return exp.Count(this=value)
     if quantity.kind is QuantityKind.SUM_SQUARES:
         # squared as DOUBLE: in the column's own type, a clamped value's square overflows (an INTEGER from

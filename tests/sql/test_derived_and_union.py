@@ -234,6 +234,36 @@ SHAPES = [
         exact="SELECT quantile_cont(age, 0.5) FILTER (WHERE cost IS NOT NULL) FROM visits",
         absolute=1.5,
     ),
+    Shape(  # people with a matching row, priced as people (sensitivity 1), the analyst's CASE form too
+        "filter_count_people",
+        "SELECT COUNT(DISTINCT patient_id) FILTER (WHERE cost > 400) AS costly,"
+        " COUNT(DISTINCT CASE WHEN age < 40 THEN patient_id END) AS young FROM visits",
+        (
+            "(count(DISTINCT patient_id) FILTER (WHERE cost > 400) ε=50,"
+            " count(DISTINCT CASE WHEN age < 40 THEN patient_id END) ε=50)",
+        ),
+        relative=0,
+    ),
+    Shape(  # each patient has visits in both regions: weighted min(1, L / 2) = 1, so exact up to the noise
+        "filter_count_people_grouped",
+        "SELECT region, COUNT(DISTINCT patient_id) FILTER (WHERE cost < 200) AS cheap,"
+        " COUNT(DISTINCT patient_id) AS everyone FROM visits GROUP BY region",
+        ("(count(DISTINCT patient_id) FILTER (WHERE cost < 200) ε=50, count(DISTINCT patient_id) ε=50)",),
+        relative=0,
+    ),
+    Shape(  # the heavy user rated 3 stars only: not among the people counted
+        "filter_count_people_with_a_heavy_user",
+        "SELECT COUNT(DISTINCT user_id) FILTER (WHERE stars = 5) FROM ratings",
+        ("(count(DISTINCT user_id) FILTER (WHERE stars = 5) ε=100)",),
+        relative=0,
+    ),
+    Shape(  # the regions tie over all visits; the conditions break the tie in opposite directions
+        "filter_mode",
+        "SELECT MODE() WITHIN GROUP (ORDER BY region) FILTER (WHERE age < 40) AS young,"
+        " MODE() WITHIN GROUP (ORDER BY region) FILTER (WHERE cost > 250) AS costly FROM visits",
+        ("(mode(region) FILTER (WHERE age < 40) ε=50, mode(region) FILTER (WHERE cost > 250) ε=50)",),
+        exact="SELECT mode(region) FILTER (WHERE age < 40), mode(region) FILTER (WHERE cost > 250) FROM visits",
+    ),
     Shape(
         "union_all_counts",
         "SELECT 'visits' AS source, COUNT(*) AS n FROM visits UNION ALL SELECT 'ratings', COUNT(*) FROM ratings",

@@ -79,6 +79,9 @@ def service(clinic: tuple[DatasetPolicy, Path], tmp_path: Path) -> Iterator[Quer
     [
         ("SELECT COUNT(DISTINCT user_id) FROM ratings", False),
         ("SELECT COUNT(DISTINCT user_id) FROM ratings WHERE stars > 2", False),
+        ("SELECT COUNT(DISTINCT user_id) FILTER (WHERE stars > 2) FROM ratings", False),
+        ("SELECT COUNT(DISTINCT CASE WHEN stars > 2 THEN user_id END) FROM ratings", False),
+        ("SELECT COUNT(DISTINCT user_id) FILTER (WHERE stars > 2), COUNT(*) FROM ratings", True),
         ("SELECT COUNT(*) FROM ratings", True),
         ("SELECT COUNT(DISTINCT user_id), COUNT(*) FROM ratings", True),
         ("SELECT stars % 2, COUNT(DISTINCT user_id) FROM ratings GROUP BY 1", True),  # people in 2 groups
@@ -103,11 +106,27 @@ def test_counting_people_spends_nothing_on_a_bound_and_sends_no_bound_query(serv
     assert abs(people - 2000) <= 20, "discrete Laplace of scale 1: an e^-20 tail at 20"
 
 
+def test_counting_people_with_a_matching_row_spends_nothing_on_a_bound(service: QueryService) -> None:
+    """COUNT(DISTINCT unit) FILTER (WHERE c): each person is one count whatever their rows, as without the
+    clause. Users 0…1999 have 4 ratings each, stars 1 + i % 5: four users in five rated one 5 stars."""
+    (tree,) = service.parse("SELECT COUNT(DISTINCT user_id) FILTER (WHERE stars = 5) FROM ratings")
+    outcome = service.run(tree, principal=ALICE, settings=SessionSettings({"veil.epsilon": "1"}))
+    assert outcome.table is not None
+    assert "count(DISTINCT user_id) FILTER (WHERE stars = 5) ε=1" in outcome.notices[0]
+    backend = service.backend
+    assert isinstance(backend, CountingBackend)
+    assert len(backend.sent) == 1, "no per-person row histogram for choosing L"
+    (people,) = outcome.table.rows[0]
+    assert abs(people - 1600) <= 20, "discrete Laplace of scale 1: an e^-20 tail at 20"
+
+
 @pytest.mark.parametrize(
     "sql",
     [
         "SELECT COUNT(*) FROM ratings",
         "SELECT COUNT(DISTINCT user_id) FROM ratings",
+        "SELECT COUNT(DISTINCT user_id) FILTER (WHERE stars = 5) FROM ratings",
+        "SELECT stars % 2, COUNT(DISTINCT user_id) FILTER (WHERE stars > 1) FROM ratings GROUP BY 1",
         "SELECT stars % 2, COUNT(DISTINCT user_id), AVG(stars) FROM ratings GROUP BY 1",
         "SELECT region, AVG(age), MEDIAN(age) FROM visits GROUP BY region",
         "SELECT SUM(age * 2), STDDEV(cost) FROM visits",

@@ -13,8 +13,9 @@ from proxy.analysis.filter_clauses import filters_as_case
 from proxy.analysis.parse import parse_statements
 from proxy.analysis.statements import PrivateQuery, classify
 from proxy.config import parse_config
-from proxy.errors import PolicyViolationError
+from proxy.errors import PolicyViolationError, UnsupportedQueryError
 from proxy.release.plan import price_query
+from proxy.rewrite.bound_contributions import bounded_query, mode_histogram_query
 from tests.unit.proxy.policy_fixture import POLICY, clinic_policy
 
 
@@ -77,19 +78,108 @@ def test_filtered_and_unfiltered_aggregates_are_different_quantities() -> None:
     [
         ("SELECT COUNT(*) FILTER (WHERE random() < 0.5) FROM visits", "not allowed in an aggregate"),
         ("SELECT COUNT(*) FILTER (WHERE age IN (SELECT age FROM patients)) FROM visits", "subqueries"),
+        ("SELECT COUNT(DISTINCT patient_id) FILTER (WHERE random() < 0.5) FROM visits", "not allowed"),
         (
-            "SELECT COUNT(DISTINCT patient_id) FILTER (WHERE age > 3) FROM visits",
-            r"COUNT\(DISTINCT patient_id\) with a condition",
+            "SELECT MODE() WITHIN GROUP (ORDER BY sex) FILTER (WHERE random() < 0.5) FROM visits",
+            "not allowed",
+        ),
+        (  # a CASE with an ELSE counts every person: not a condition, and not the unit alone
+            "SELECT COUNT(DISTINCT CASE WHEN age > 3 THEN patient_id ELSE 0 END) FROM visits",
+            "only supported as COUNT\\(DISTINCT <privacy unit>\\)",
         ),
         (
-            "SELECT MODE() WITHIN GROUP (ORDER BY sex) FILTER (WHERE age > 3) FROM visits",
-            r"MODE\(\) with a condition",
+            "SELECT COUNT(DISTINCT CASE WHEN age > 3 THEN age END) FROM visits",
+            "only supported as COUNT\\(DISTINCT <privacy unit>\\)",
+        ),
+        (
+            "SELECT COUNT(DISTINCT age) FILTER (WHERE age > 3) FROM visits",
+            "only supported as COUNT\\(DISTINCT <privacy unit>\\)",
+        ),
+        (
+            "SELECT MODE() WITHIN GROUP (ORDER BY CASE WHEN age > 3 THEN sex ELSE 'male' END) FROM visits",
+            "answered only WITHIN GROUP \\(ORDER BY one column\\)",
         ),
     ],
 )
 def test_refusals(sql: str, message: str) -> None:
-    with pytest.raises(PolicyViolationError, match=message):
+    with pytest.raises((PolicyViolationError, UnsupportedQueryError), match=message):
         shape_of(sql)
+
+
+@pytest.mark.parametrize(
+    ("sql", "label"),
+    [
+        (
+            "SELECT COUNT(DISTINCT patient_id) FILTER (WHERE age > 3) FROM visits",
+            "count(DISTINCT patient_id) FILTER (WHERE age > 3)",
+        ),
+        (
+            "SELECT COUNT(DISTINCT v.patient_id) FILTER (WHERE v.age > 3) FROM visits v",
+            "count(DISTINCT v.patient_id) FILTER (WHERE v.age > 3)",
+        ),
+        (
+            "SELECT COUNT(DISTINCT CASE WHEN age > 3 THEN patient_id END) FROM visits",
+            "count(DISTINCT CASE WHEN age > 3 THEN patient_id END)",
+        ),
+        (
+            "SELECT COUNT(DISTINCT CASE WHEN age > 3 THEN patient_id ELSE NULL END) FROM visits",
+            "count(DISTINCT CASE WHEN age > 3 THEN patient_id ELSE NULL END)",
+        ),
+    ],
+)
+def test_people_with_a_matching_row_are_counted_at_the_price_of_people(sql: str, label: str) -> None:
+    """COUNT(DISTINCT unit) under a condition counts the people, not their rows: sensitivity 1 without
+    GROUP BY, as without the condition, and the engine reads the condition (``CASE WHEN c THEN 1 END``)."""
+    shape = shape_of(sql).shape
+    (aggregate,) = shape.aggregates
+    assert aggregate.kind is AggregateKind.COUNT_UNITS and aggregate.label == label
+    assert aggregate.column is not None
+    assert aggregate.column.expression.sql(dialect="postgres") == "CASE WHEN age > 3 THEN 1 END"
+    (measurement,) = price_query(shape, epsilon=1.0).measurements
+    assert measurement.quantity.label == label and measurement.sensitivity == 1.0
+
+
+def test_people_with_and_without_a_condition_are_two_quantities() -> None:
+    shape = shape_of(
+        "SELECT COUNT(DISTINCT patient_id), COUNT(DISTINCT patient_id) FILTER (WHERE age > 3) FROM visits"
+    ).shape
+    assert [m.quantity.label for m in price_query(shape, epsilon=1.0).measurements] == [
+        "count(DISTINCT patient_id)",
+        "count(DISTINCT patient_id) FILTER (WHERE age > 3)",
+    ]
+
+
+def test_people_per_group_under_a_condition_are_weighted_over_all_their_groups() -> None:
+    """A person counts at most once per group, divided by all the groups they have rows in: the ℓ1 bound
+    min(L, groups) of COUNT(DISTINCT unit) holds whatever the condition."""
+    sql = "SELECT sex, COUNT(DISTINCT patient_id) FILTER (WHERE age > 3) FROM visits GROUP BY sex"
+    plan = price_query(shape_of(sql).shape, epsilon=1.0)
+    (measurement,) = plan.measurements
+    assert measurement.sensitivity == 2.0  # min(L = 3, two sexes)
+    engine = bounded_query(plan.shape, (measurement.quantity,), dialect="duckdb").sql(dialect="duckdb")
+    assert "_dp_units_e_" in engine and "_dp_person_groups" in engine
+
+
+@pytest.mark.parametrize(
+    ("sql", "label"),
+    [
+        (
+            "SELECT MODE() WITHIN GROUP (ORDER BY sex) FILTER (WHERE age > 3) FROM visits",
+            "mode(sex) FILTER (WHERE age > 3)",
+        ),
+        (
+            "SELECT MODE() WITHIN GROUP (ORDER BY CASE WHEN age > 3 THEN sex END) FROM visits",
+            "mode(CASE WHEN age > 3 THEN sex END)",
+        ),
+    ],
+)
+def test_a_filtered_mode_reads_its_column_where_the_condition_holds(sql: str, label: str) -> None:
+    shape = shape_of(sql).shape
+    (aggregate,) = shape.aggregates
+    assert aggregate.kind is AggregateKind.MODE and aggregate.label == label
+    assert aggregate.column is not None and aggregate.column.values == ("female", "male")
+    histogram = mode_histogram_query(shape, aggregate.column, dialect="duckdb").sql(dialect="duckdb")
+    assert "CASE WHEN age > 3 THEN sex END" in histogram
 
 
 @pytest.mark.parametrize(
