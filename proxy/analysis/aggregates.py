@@ -33,7 +33,7 @@ class ColumnScope(Protocol):
 
     def unqualified(self, expression: exp.Expression) -> exp.Expression: ...
 
-    def value_bound(self, column: str) -> ValueBound | None: ...
+    def value_bound(self, column: str, condition: exp.Expression | None = None) -> ValueBound | None: ...
 
 
 class AggregateKind(StrEnum):
@@ -134,6 +134,10 @@ class AggregateInput:
     # The condition of the aggregate's FILTER (WHERE …) clause as written, when the input came from one
     # (analysis/filter_clauses.py): naming only, like ``shown``
     condition: str | None = dataclasses.field(default=None, compare=False, repr=False)
+    # A per-person value whose bounds are chosen with DP when the query runs: the ValueBound.key whose
+    # choice replaces ``lower`` and ``upper`` (QueryShape.with_value_bounds) — the column's, or under a
+    # FILTER clause the column's where the condition holds, applied to the whole CASE
+    value_bound: str | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def has_bounds(self) -> bool:
@@ -456,28 +460,29 @@ def _clamped(expression: exp.Expression, lower: float, upper: float) -> exp.Expr
 
 
 def _aggregate_input(
-    argument: exp.Expression, scope: ColumnScope, kind: AggregateKind, *, call: str
+    argument: exp.Expression,
+    scope: ColumnScope,
+    kind: AggregateKind,
+    *,
+    call: str,
+    condition: exp.Expression | None = None,
 ) -> AggregateInput:
     """A column keeps its declared bounds; an expression gets bounds by interval analysis, or from
     ``veil_clamp(expr, lower, upper)``; COUNT needs none. The argument of a FILTER clause is read as the
-    argument alone, then under the condition. ``call`` is the aggregate as written, for refusals."""
+    argument alone under its ``condition`` (what a per-person value's bounds are chosen over), then
+    wrapped in the CASE. ``call`` is the aggregate as written, for refusals."""
     if (filtered := filter_case(argument)) is not None:
         condition, value = filtered
-        source = _aggregate_input(value, scope, kind, call=call)
-        if isinstance(value, exp.Column) and _bounds_chosen_with_dp(value, scope, kind):
-            raise refuse(
-                f"{call}: a FILTER clause on a per-person value whose bounds are chosen with DP is not "
-                "supported yet",
-                hint=f"clamp the value yourself: veil_clamp({source.text}, lower, upper), or move the "
-                "condition to WHERE",
-            )
-        return _under_condition(source, argument, condition, scope)
+        test = scope.unqualified(condition)
+        check_predicate(test, clause="an aggregate")
+        source = _aggregate_input(value, scope, kind, call=call, condition=test)
+        return _under_condition(source, argument, test)
     if isinstance(argument, exp.Star) or (
         isinstance(argument, exp.Column) and isinstance(argument.this, exp.Star)
     ):
         raise refuse(f"{call} is not allowed", hint="aggregate a column or an expression of columns")
     if isinstance(argument, exp.Column):
-        return _column_input(argument, scope, kind, call=call)
+        return _column_input(argument, scope, kind, call=call, condition=condition)
     clamp = _veil_clamp(argument)
     expression = scope.unqualified(clamp[0] if clamp else argument)
     check_predicate(expression, clause="an aggregate")
@@ -502,8 +507,15 @@ def _aggregate_input(
 
 
 def _column_input(
-    argument: exp.Column, scope: ColumnScope, kind: AggregateKind, *, call: str
+    argument: exp.Column,
+    scope: ColumnScope,
+    kind: AggregateKind,
+    *,
+    call: str,
+    condition: exp.Expression | None = None,
 ) -> AggregateInput:
+    """A column with its declared bounds, or a per-person value with bounds chosen with DP — from the
+    people where ``condition`` holds, when it is read under a FILTER clause's condition."""
     column = scope.column(argument)
     if column.type.is_moment:
         return dataclasses.replace(_moment_input(column, kind, call=call), shown=written(argument))
@@ -515,31 +527,22 @@ def _column_input(
         column.upper,
         shown=written(argument),
     )
-    bound = scope.value_bound(column.name) if kind.needs_bounds and not source.has_bounds else None
+    needs_choice = kind.needs_bounds and not source.has_bounds
+    bound = scope.value_bound(column.name, condition) if needs_choice else None
     if bound is not None:  # a per-person total: bounds chosen with DP when the query runs
         lower, upper = bound.bounds
-        return dataclasses.replace(source, lower=lower, upper=upper)
+        return dataclasses.replace(source, lower=lower, upper=upper, value_bound=bound.key)
     if kind.needs_bounds:
         _require_bounds(source, call=call, numeric=column.type.is_numeric)
     return source
 
 
-def _bounds_chosen_with_dp(value: exp.Column, scope: ColumnScope, kind: AggregateKind) -> bool:
-    """Whether ``value`` is a per-person value whose bounds are chosen with DP when the query runs: the
-    choice is applied by the column's name (QueryShape.with_value_bounds), which a FILTER's CASE hides."""
-    column = scope.column(value)
-    return kind.needs_bounds and not column.has_bounds and scope.value_bound(column.name) is not None
-
-
-def _under_condition(
-    source: AggregateInput, case: exp.Case, condition: exp.Expression, scope: ColumnScope
-) -> AggregateInput:
-    """``source`` read only where the FILTER clause's condition holds: ``CASE WHEN condition THEN value
-    END``, with the value's bounds and type (NULL elsewhere, which every aggregate skips), named by the
-    clause as written."""
-    test = scope.unqualified(condition)
-    check_predicate(test, clause="an aggregate")
-    expression = exp.Case(ifs=[exp.If(this=test, true=source.expression.copy())])
+def _under_condition(source: AggregateInput, case: exp.Case, test: exp.Expression) -> AggregateInput:
+    """``source`` read only where the FILTER clause's condition ``test`` (unqualified, checked) holds:
+    ``CASE WHEN test THEN value END``, with the value's bounds and type (NULL elsewhere, which every
+    aggregate skips), named by the clause as written. The engine clamps the whole CASE, which is clamping
+    its THEN: NULL stays NULL (rewrite/clamp_values.py)."""
+    expression = exp.Case(ifs=[exp.If(this=test.copy(), true=source.expression.copy())])
     shown, written_condition = case.meta[FILTERED]
     return dataclasses.replace(
         source,

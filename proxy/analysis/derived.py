@@ -17,13 +17,26 @@ class ValueBound:
     (at most ``cap``) by the same mechanism and target as ``max_contributions = "auto"``
     (mechanisms/contribution_bound.py). Each person is one row of the per-person table, so one count of
     that histogram: the scores' sensitivity is 1. Values are then clamped to ``[0, M]`` (``sign`` 1: the value cannot be
-    negative), ``[−M, 0]`` (``sign`` −1) or ``[−M, M]`` (``sign`` 0). ``chosen`` is L once chosen."""
+    negative), ``[−M, 0]`` (``sign`` −1) or ``[−M, M]`` (``sign`` 0). ``chosen`` is L once chosen.
+
+    Under a FILTER clause (``AVG(n) FILTER (WHERE n > 1)``) the bound is the value's where ``condition``
+    holds: chosen from those people only, since they are the values the aggregate reads — chosen over
+    everyone, the bound would fit the values the clause leaves out and clamp the ones it keeps."""
 
     column: str
     unit: float  # a per-person count: 1; a per-person sum: the largest |value| one row can add
     cap: int
     sign: int
     chosen: int | None = None
+    condition: exp.Expression | None = None  # unqualified, checked like any condition on private values
+
+    @property
+    def key(self) -> str:
+        """What the bound is of, and the name the aggregate inputs it bounds carry (``value_bound``):
+        ``n``, or ``n FILTER (WHERE n > 1)``."""
+        if self.condition is None:
+            return self.column
+        return f"{self.column} FILTER (WHERE {self.condition.sql(dialect='postgres')})"
 
     @property
     def bounds(self) -> tuple[float, float]:
@@ -36,8 +49,8 @@ class ValueBound:
         """``n in [0, 24] chosen with DP`` once chosen; what it may be before (``veil explain``)."""
         low, high = self.bounds
         if self.chosen is None:
-            return f"{self.column} in [{low:g}, {high:g}] at most, chosen with DP when the query runs"
-        return f"{self.column} in [{low:g}, {high:g}] chosen with DP"
+            return f"{self.key} in [{low:g}, {high:g}] at most, chosen with DP when the query runs"
+        return f"{self.key} in [{low:g}, {high:g}] chosen with DP"
 
     def with_choice(self, chosen: int) -> ValueBound:
         return dataclasses.replace(self, chosen=chosen)

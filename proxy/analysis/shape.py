@@ -117,14 +117,15 @@ class QueryShape:
         return dataclasses.replace(self, group_keys=keys)
 
     def with_value_bounds(self, bounds: tuple[ValueBound, ...]) -> QueryShape:
-        """The shape with per-person values clamped to bounds chosen with DP (``ValueBound.chosen``)."""
-        by_column = {bound.column: bound for bound in bounds}
+        """The shape with per-person values clamped to bounds chosen with DP (``ValueBound.chosen``): each
+        input bounded by one (``AggregateInput.value_bound``), the column or a FILTER's CASE of it."""
+        by_key = {bound.key: bound for bound in bounds}
 
         def bounded(aggregate: Aggregate) -> Aggregate:
             column = aggregate.column
-            if column is None or column.name not in by_column:
+            if column is None or column.value_bound not in by_key:
                 return aggregate
-            lower, upper = by_column[column.name].bounds
+            lower, upper = by_key[column.value_bound].bounds
             return dataclasses.replace(
                 aggregate, column=dataclasses.replace(column, lower=lower, upper=upper)
             )
@@ -301,12 +302,14 @@ class _Scope:
         self.table, self.names, self.joined, self.source = table, names, joined, source
         self.chosen: dict[str, ValueBound] = {}  # per-person values that need bounds chosen with DP
 
-    def value_bound(self, column: str) -> ValueBound | None:
-        """How to bound a per-person value the query aggregates without bounds: chosen with DP."""
+    def value_bound(self, column: str, condition: exp.Expression | None = None) -> ValueBound | None:
+        """How to bound a per-person value the query aggregates without bounds — where ``condition``
+        holds, under a FILTER clause: chosen with DP."""
         bound = self.source.value_bound(column) if self.source is not None else None
-        if bound is not None:
-            self.chosen.setdefault(column, bound)
-        return bound
+        if bound is None:
+            return None
+        bound = dataclasses.replace(bound, condition=condition)
+        return self.chosen.setdefault(bound.key, bound)
 
     def column(self, node: exp.Column) -> ColumnPolicy:
         if self.joined is not None:

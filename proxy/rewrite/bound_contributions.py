@@ -27,7 +27,7 @@ from collections.abc import Iterable
 
 from sqlglot import exp
 
-from proxy.analysis.aggregates import AggregateInput
+from proxy.analysis.aggregates import AggregateInput, input_name
 from proxy.analysis.derived import ValueBound
 from proxy.analysis.quantities import Quantity, QuantityKind
 from proxy.analysis.refusals import refuse
@@ -396,7 +396,7 @@ def value_histogram_query(shape: QueryShape, bound: ValueBound, *, dialect: str)
     FROM (SELECT n AS _dp_value_n FROM (SELECT user_id, COUNT(*) AS n …) AS per_user) AS _dp_rows
     WHERE NOT _dp_value_n IS NULL GROUP BY …
     """
-    column = AggregateInput(bound.column, exp.column(bound.column))  # no bounds: the value as it is
+    column = _unbounded_value(bound)
     rows = _filtered_rows(shape, (Quantity(QuantityKind.SUM, column),), dialect=dialect)
     value = exp.column(value_alias(column))
     steps = exp.Ceil(
@@ -412,6 +412,16 @@ def value_histogram_query(shape: QueryShape, bound: ValueBound, *, dialect: str)
         .where(value.copy().is_(exp.null()).not_(), copy=False)
         .group_by(capped.copy(), copy=False)
     )
+
+
+def _unbounded_value(bound: ValueBound) -> AggregateInput:
+    """The per-person value as it is (no bounds), NULL where the bound's FILTER condition does not
+    hold: the histogram then leaves out the people whose value the filtered aggregate never reads."""
+    column = exp.column(bound.column)
+    if bound.condition is None:
+        return AggregateInput(bound.column, column)
+    expression = exp.Case(ifs=[exp.If(this=bound.condition.copy(), true=column)])
+    return AggregateInput(input_name(expression.sql(dialect="postgres"), None, None), expression)
 
 
 def contributions_histogram_query(shape: QueryShape, *, cap: int, dialect: str) -> exp.Select:

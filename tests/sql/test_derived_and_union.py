@@ -264,6 +264,20 @@ SHAPES = [
         ("(mode(region) FILTER (WHERE age < 40) ε=50, mode(region) FILTER (WHERE cost > 250) ε=50)",),
         exact="SELECT mode(region) FILTER (WHERE age < 40), mode(region) FILTER (WHERE cost > 250) FROM visits",
     ),
+    Shape(  # a per-person value under a FILTER: its bound chosen with DP from the people it reads
+        "filter_per_person_chosen_bound",
+        PER_USER
+        + "SELECT AVG(n) FILTER (WHERE n > 10) AS many, SUM(n) FILTER (WHERE n <= 5) AS few FROM per_user",
+        (
+            "n FILTER (WHERE n > 10) in [0, ",
+            "n FILTER (WHERE n <= 5) in [0, ",
+            "chosen with DP ε=5",
+            "sum(n) FILTER (WHERE n > 10) ε=30",
+            "count(n) FILTER (WHERE n > 10) ε=30",
+            "sum(n) FILTER (WHERE n <= 5) ε=30",
+        ),
+        relative=0.02,  # the heavy user's 30 ratings are clamped to the chosen bound
+    ),
     Shape(
         "union_all_counts",
         "SELECT 'visits' AS source, COUNT(*) AS n FROM visits UNION ALL SELECT 'ratings', COUNT(*) FROM ratings",
@@ -324,6 +338,19 @@ def test_per_user_average_without_bounds_prices_the_chosen_bound(service: QueryS
     outcome = run(service, PER_USER + "SELECT AVG(n) FROM per_user", epsilon="1")
     assert "chosen with DP ε=0.1, sum(n) ε=0.45, count(n) ε=0.45" in outcome.notices[0]
     assert outcome.table is not None and outcome.table.columns[0].type is ColumnType.REAL
+
+
+def test_a_filtered_per_person_bound_fits_the_values_the_filter_keeps(service: QueryService) -> None:
+    """Chosen over every user, n's bound fits counts up to 20 (and the heavy user's 30); chosen over the
+    users with n <= 5 — the only values SUM(n) FILTER (WHERE n <= 5) reads — it fits 5, so the sum's
+    noise is that of a bound of about 6, not 32."""
+    outcome = run(
+        service, PER_USER + "SELECT SUM(n) AS every, SUM(n) FILTER (WHERE n <= 5) AS few FROM per_user"
+    )
+    notice = outcome.notices[0]
+    filtered = notice.split("n FILTER (WHERE n <= 5) in [0, ", 1)[1].split("]", 1)[0]
+    everyone = notice.split("(n in [0, ", 1)[1].split("]", 1)[0]
+    assert 5 <= int(filtered) <= 8 < int(everyone), notice
 
 
 def test_union_all_is_one_reservation_of_the_sum(service: QueryService, ledger: Ledger) -> None:

@@ -4,6 +4,7 @@ choosing a contribution bound (issue 18): the query service on DuckDB against th
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -158,6 +159,35 @@ def test_explain_lists_exactly_what_the_answer_is_charged(
         assert bound[0].quantity == "contribution bound L=auto (≤ 100)"
         assert bound[0].epsilon == bound_selection_epsilon(0.5)
         assert any("chosen with DP" in note for note in explanation.notes)
+
+
+def test_explain_of_a_filtered_per_person_value_lists_its_bound_and_what_is_charged(
+    service: QueryService, clinic: tuple[DatasetPolicy, Path]
+) -> None:
+    """The bound of ``n`` where ``n > 2`` is chosen with DP (its own share of ε) before the sums are
+    measured: ``veil explain`` lists it with the widest bound it can pick, the NOTICE with the chosen one."""
+    sql = (
+        "SELECT AVG(n) FILTER (WHERE n > 2), AVG(n)"
+        " FROM (SELECT user_id, COUNT(*) AS n FROM ratings GROUP BY user_id) p"
+    )
+    dataset, _ = clinic
+    sandbox = DuckDBBackend.sandbox()
+    try:
+        explanation = explain_query(dataset, sql, backend=sandbox, epsilon=0.5)
+    finally:
+        sandbox.close()
+    (tree,) = service.parse(sql)
+    outcome = service.run(tree, principal=ALICE, settings=SessionSettings({"veil.epsilon": "0.5"}))
+    assert outcome.charge is not None and explanation.epsilon == outcome.charge.epsilon == 0.5
+    split = outcome.notices[0].split(" (", 1)[1].rsplit("); ", 1)[0]
+    charged = [part.rsplit(" ε=", 1) for part in re.split(r", (?![^\[]*\])", split)]  # not in [0, 4]
+    explained = [(m.quantity, f"{m.epsilon:.4g}") for m in explanation.measurements]
+    assert [(label.split(" in [")[0], epsilon) for label, epsilon in charged] == [
+        (label.split(" in [")[0], epsilon) for label, epsilon in explained
+    ]
+    # two bounds, one per value read, in the order the aggregates are written, each chosen when it ran
+    assert [label.split(" in [")[0] for label, _ in charged[:2]] == ["n FILTER (WHERE n > 2)", "n"]
+    assert all(label.endswith("] chosen with DP") for label, _ in charged[:2])
 
 
 def test_describe_types_integer_quantiles_as_integers(service: QueryService) -> None:

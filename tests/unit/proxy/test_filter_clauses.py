@@ -11,11 +11,12 @@ import sqlglot
 from proxy.analysis.aggregates import AggregateKind
 from proxy.analysis.filter_clauses import filters_as_case
 from proxy.analysis.parse import parse_statements
+from proxy.analysis.shape import QueryShape
 from proxy.analysis.statements import PrivateQuery, classify
 from proxy.config import parse_config
 from proxy.errors import PolicyViolationError, UnsupportedQueryError
 from proxy.release.plan import price_query
-from proxy.rewrite.bound_contributions import bounded_query, mode_histogram_query
+from proxy.rewrite.bound_contributions import bounded_query, mode_histogram_query, value_histogram_query
 from tests.unit.proxy.policy_fixture import POLICY, clinic_policy
 
 
@@ -334,13 +335,49 @@ def test_a_refusal_of_a_filtered_aggregate_names_it_with_its_filter_clause(name:
     assert "CASE" not in error.message and "CASE" not in (error.hint or "")
 
 
-def test_a_filter_on_a_value_whose_bounds_are_chosen_with_dp_is_refused_by_name() -> None:
-    error = refusal(
-        "WITH p AS (SELECT pid, COUNT(*) AS k FROM events GROUP BY pid) "
-        "SELECT AVG(k) FILTER (WHERE k > 1) FROM p"
+PER_PERSON = "WITH p AS (SELECT pid, COUNT(*) AS k FROM events GROUP BY pid) "
+
+
+def events_shape(sql: str) -> QueryShape:
+    dataset = parse_config(POLICY + EVENTS, path=Path("/nonexistent/veil.toml")).dataset("clinic")
+    assert dataset is not None
+    statement = classify(parse_statements(sql)[0], dataset)
+    assert isinstance(statement, PrivateQuery)
+    return statement.shape
+
+
+def test_a_filtered_per_person_value_has_its_own_bound_chosen_over_the_matching_people() -> None:
+    """``AVG(k) FILTER (WHERE k > 1)`` used to be refused: the chosen bounds were applied by the column's
+    name, which the CASE hides. Now the value under the condition has its own bound, chosen from the
+    people whose value the aggregate reads, and applied to the CASE the engine clamps."""
+    shape = events_shape(PER_PERSON + "SELECT AVG(k), AVG(k) FILTER (WHERE k > 1) FROM p")
+    assert [bound.key for bound in shape.value_bounds] == ["k", "k FILTER (WHERE k > 1)"]
+    chosen = shape.with_value_bounds(
+        (shape.value_bounds[0].with_choice(40), shape.value_bounds[1].with_choice(3))
     )
-    assert error.message == (
-        "avg(k) FILTER (WHERE k > 1): a FILTER clause on a per-person value whose bounds are chosen "
-        "with DP is not supported yet"
-    )
-    assert "veil_clamp(k, lower, upper)" in (error.hint or "")
+    plain, filtered = (aggregate.column for aggregate in chosen.aggregates)
+    assert plain is not None and filtered is not None
+    assert (plain.lower, plain.upper) == (0.0, 40.0)
+    assert (filtered.lower, filtered.upper) == (0.0, 3.0)
+    assert filtered.expression.sql(dialect="postgres") == "CASE WHEN k > 1 THEN k END"
+    assert [m.quantity.label for m in price_query(chosen, epsilon=1.0).measurements] == [
+        "sum(k)",
+        "count(k)",
+        "sum(k) FILTER (WHERE k > 1)",
+        "count(k) FILTER (WHERE k > 1)",
+    ]
+    plain_sum, _, filtered_sum, _ = price_query(chosen, epsilon=1.0).measurements
+    # one row per person in the per-person table, each priced at its own chosen bound
+    assert (plain_sum.sensitivity, filtered_sum.sensitivity) == (40.0, 3.0)
+
+
+def test_the_bound_of_a_filtered_per_person_value_is_chosen_from_the_matching_people() -> None:
+    shape = events_shape(PER_PERSON + "SELECT SUM(k) FILTER (WHERE k > 1) FROM p")
+    (bound,) = shape.value_bounds
+    histogram = value_histogram_query(shape, bound, dialect="duckdb").sql(dialect="duckdb")
+    assert "CASE WHEN k > 1 THEN k END" in histogram and "IS NULL" in histogram
+
+
+def test_a_count_under_a_filter_chooses_no_bound() -> None:
+    """COUNT reads no value's magnitude: nothing to choose, nothing spent."""
+    assert events_shape(PER_PERSON + "SELECT COUNT(k) FILTER (WHERE k > 1) FROM p").value_bounds == ()
