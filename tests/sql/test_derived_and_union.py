@@ -27,6 +27,7 @@ from budget.ledger import Ledger, SpendState
 from budget.loss import PrivacyLoss
 from proxy.analysis.parse import parse_statements
 from proxy.analysis.refusals import UNSUPPORTED
+from proxy.analysis.shape import QueryShape
 from proxy.analysis.statements import PrivateQuery, classify
 from proxy.backends.base import Backend
 from proxy.backends.duckdb import DuckDBBackend
@@ -35,6 +36,7 @@ from proxy.config import ColumnType, DatasetPolicy
 from proxy.errors import BackendUnavailableError, ProxyError
 from proxy.query.planning import collect_histograms, prepare_release, resolve_group_domains
 from proxy.query.service import Principal, QueryService, StatementOutcome
+from proxy.release.plan import ReleasePlan
 from proxy.rewrite.bound_contributions import value_histogram_query
 from proxy.settings import SessionSettings
 from proxy.wire.scram import make_scram_verifier
@@ -515,3 +517,48 @@ def test_a_person_with_many_rows_moves_the_derived_aggregate_by_at_most_its_sens
     people = [dict(engine.backend.execute(counts)[1]) for engine in (small, large)]
     moved = sum(abs(people[1].get(k, 0) - people[0].get(k, 0)) for k in set(people[0]) | set(people[1]))
     assert moved == 1, "the heavy user is one more person at the cap"
+
+
+def _exact_quantities(engine: Engine, shape: QueryShape) -> tuple[tuple[Any, ...], ReleasePlan]:
+    dialect = engine.backend.dialect
+    plan, main = prepare_release(shape, epsilon=1.0, dialect=dialect, bound_epsilon=0.1)
+    assert main is not None
+    return engine.backend.execute(main)[1][0], plan
+
+
+def _shape(sql: str, engine: Engine) -> QueryShape:
+    (tree,) = parse_statements(sql)
+    statement = classify(tree, engine.dataset)
+    assert isinstance(statement, PrivateQuery)
+    return resolve_group_domains(
+        statement.shape, execute=engine.backend.execute, dialect=engine.backend.dialect
+    )
+
+
+def test_a_person_with_many_matching_rows_moves_filtered_aggregates_by_at_most_their_sensitivity(
+    heavy_engines: tuple[Engine, Engine],
+) -> None:
+    """User 5000's 20,000 ratings all have 3 stars: counted once among the people with a 3-star rating
+    (sensitivity 1, whatever their rows), and their per-person count, read under ``n > 10``, moves the
+    filtered sum by at most the chosen bound and the bound's histogram — over the matching people only —
+    by one person."""
+    small, large = heavy_engines
+    sql = PER_USER + "SELECT SUM(n) FILTER (WHERE n > 10), COUNT(n) FILTER (WHERE n > 10) FROM per_user"
+    shape = _shape(sql, small)
+    (bound,) = shape.value_bounds
+    assert bound.key == "n FILTER (WHERE n > 10)"
+    chosen = shape.with_value_bounds((bound.with_choice(24),))
+    (before, plan), (after, _) = (_exact_quantities(engine, chosen) for engine in (small, large))
+    assert [m.sensitivity for m in plan.scalar_measurements] == [24.0, 1.0]
+    assert [float(a) - float(b) for a, b in zip(after, before, strict=True)] == [24.0, 1.0]
+    counts = value_histogram_query(shape, bound, dialect=small.backend.dialect).sql(
+        dialect=small.backend.dialect
+    )
+    people = [dict(engine.backend.execute(counts)[1]) for engine in (small, large)]
+    assert sum(people[0].values()) == 500, "only the users with more than 10 ratings: 500 of 1,000"
+    moved = sum(abs(people[1].get(k, 0) - people[0].get(k, 0)) for k in set(people[0]) | set(people[1]))
+    assert moved == 1, "the heavy user is one more person at the cap"
+    sql = "SELECT COUNT(DISTINCT user_id) FILTER (WHERE stars = 3) FROM ratings"
+    (before, plan), (after, _) = (_exact_quantities(engine, _shape(sql, engine)) for engine in (small, large))
+    assert [m.sensitivity for m in plan.scalar_measurements] == [1.0]
+    assert int(after[0]) - int(before[0]) == 1
