@@ -292,8 +292,8 @@ def _mode(node: exp.Expression, scope: ColumnScope) -> Aggregate | None:
     if not (isinstance(node, exp.WithinGroup) and isinstance(node.this, exp.Mode)):
         return None
     order = node.expression.expressions if isinstance(node.expression, exp.Order) else []
-    written_argument = order[0].this if len(order) == 1 else None
-    conditions, argument = _peeled(written_argument) if written_argument is not None else ([], None)
+    written_argument = order[0].this if len(order) == 1 else exp.Null()  # not a column: refused below
+    conditions, argument = _peeled(written_argument)
     if node.this.this is not None or not isinstance(argument, exp.Column):
         raise UnsupportedQueryError(
             "MODE() is answered only WITHIN GROUP (ORDER BY one column)",
@@ -310,7 +310,6 @@ def _mode(node: exp.Expression, scope: ColumnScope) -> Aggregate | None:
         column.name, exp.column(column.name), column.type, values=column.values, shown=written(argument)
     )
     if conditions:
-        assert written_argument is not None
         source = _mode_under_condition(source, conditions, written_argument, scope)
     return Aggregate(AggregateKind.MODE, source)
 
@@ -321,8 +320,7 @@ def _mode_under_condition(
     """The mode of the rows where the conditions hold (a FILTER clause, or ``CASE WHEN c THEN col END``):
     elsewhere the value is NULL, which the mode histogram drops like any value outside the public domain
     (rewrite/bound_contributions.py), so each person's weights are spread over their matching rows only."""
-    test = scope.unqualified(exp.and_(*(condition.copy() for condition in conditions)))
-    check_predicate(test, clause="an aggregate")
+    test = _checked_condition(conditions, scope)
     expression = exp.Case(ifs=[exp.If(this=test, true=source.expression.copy())])
     shown, written_condition = _as_written(argument)
     return dataclasses.replace(
@@ -692,8 +690,7 @@ def _people_condition(
     """What the engine counts per person for COUNT(DISTINCT unit) under ``conditions``: ``CASE WHEN c
     THEN 1 END``, checked like any condition on private values. A person is counted when at least one of
     their rows gives 1, so the count keeps sensitivity 1 per group (rewrite/bound_contributions.py)."""
-    test = scope.unqualified(exp.and_(*(condition.copy() for condition in conditions)))
-    check_predicate(test, clause="an aggregate")
+    test = _checked_condition(conditions, scope)
     expression = exp.Case(ifs=[exp.If(this=test, true=exp.Literal.number(1))])
     _, written_condition = _as_written(argument)
     return AggregateInput(
@@ -703,6 +700,14 @@ def _people_condition(
         shown="1",
         condition=written_condition,
     )
+
+
+def _checked_condition(conditions: list[exp.Expression], scope: ColumnScope) -> exp.Expression:
+    """All of ``conditions`` (nested CASEs hold where each does), unqualified and checked like any
+    condition on private values: the engine makes it unable to fail on any row."""
+    test = scope.unqualified(exp.and_(*(condition.copy() for condition in conditions)))
+    check_predicate(test, clause="an aggregate")
+    return test
 
 
 def _is_unit(arguments: list[exp.Expression], scope: ColumnScope) -> bool:
