@@ -505,10 +505,27 @@ def test_a_lookup_tables_column_gives_the_group_keys_every_value(service: QueryS
     outcome = run(
         service,
         f"SELECT {key} AS zone, COUNT(*) AS n FROM visits v JOIN zones z ON v.region = z.code GROUP BY {key}",
-        **{"veil.epsilon": "1"},
+        **{"veil.epsilon": "1", "veil.show_error": "on"},
     )
-    assert outcome.table is not None
+    assert outcome.table is not None and outcome.tag == "SELECT 2"
+    assert re.fullmatch(
+        r"95% error bounds of the noise \(over all 2 row\(s\)\): count\(\*\) ±[0-9.]+", outcome.notices[-1]
+    ), outcome.notices
     counts = dict(outcome.table.rows)
     assert sorted(counts) == (["north", "south"] if key == "z.zone" else ["NORTH", "SOUTH"])
     assert all(abs(count) <= 60 for count in counts.values()), "noise around 0: scale 3, e^-20 tail at 60"
     assert spent(service) == 1.0
+
+
+def test_a_per_person_value_gets_its_bound_chosen_at_the_statements_epsilon(service: QueryService) -> None:
+    """The average of a per-person count: its upper bound is chosen with DP when the query runs, and the
+    query planned again at the statement's ε with it; every patient has 3 visits."""
+    outcome = run(
+        service,
+        "SELECT AVG(n) FROM (SELECT patient_id, COUNT(*) AS n FROM visits GROUP BY patient_id) AS p",
+        **{"veil.epsilon": "1"},
+    )
+    assert outcome.table is not None and outcome.tag == "SELECT 1"
+    ((average,),) = outcome.table.rows
+    assert abs(average - 3) <= 1
+    assert outcome.charge is not None and outcome.charge.epsilon == 1.0 and spent(service) == 1.0
