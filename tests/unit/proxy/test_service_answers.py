@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import json
 import random
+import re
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +26,7 @@ from proxy.federation.exchange import FederatedCounts
 from proxy.query.planning import _typed
 from proxy.query.service import Principal, QueryService, StatementOutcome
 from proxy.query.ttest import NOTE as P_VALUE_NOTE
+from proxy.release.plan import bound_selection_epsilon
 from proxy.settings import SessionSettings
 from proxy.wire.scram import make_scram_verifier
 from proxy.wire.types import INT4
@@ -418,3 +422,110 @@ def test_top_k_queries_sharing_their_gate_do_not_share_a_stored_answer(service: 
     assert spent(service) == pytest.approx(2.0)
     again = run(service, "SELECT age, COUNT(*) FROM visits GROUP BY age ORDER BY 2 DESC LIMIT 3", **delta)
     assert again.charge is not None and again.charge.cached and again.table == rows.table
+
+
+def test_top_k_selections_over_public_keys_differing_in_where_do_not_share_a_stored_answer(
+    service: QueryService,
+) -> None:
+    """A DP top-k selection (COUNT(DISTINCT person), 2k < L = 3 and 4 cells) over keys from the policy's
+    public lists: no gate query, so only the score query carries the WHERE — two such statements with
+    different filters are different answers, each charged; the same statement again is the stored one."""
+    top = "SELECT region, sex, COUNT(DISTINCT patient_id) FROM visits {} GROUP BY region, sex ORDER BY 3 DESC LIMIT 1"
+    epsilon = {"veil.epsilon": "1"}
+    everyone = run(service, top.format(""), **epsilon)
+    young = run(service, top.format("WHERE age < 30"), **epsilon, **{"veil.show_error": "on"})
+    for outcome in (everyone, young):
+        assert outcome.charge is not None and not outcome.charge.cached
+        assert (
+            outcome.charge.mechanisms == "discrete Laplace, exponential (permute-and-flip, monotone, peeling)"
+        )
+        assert "top-1 selection: exponential mechanism" in outcome.notices[0]
+    assert re.fullmatch(
+        r"95% error bounds of the noise \(over all 1 row\(s\)\): count\(DISTINCT patient_id\) ±[0-9.]+;"
+        r" top-k selection: at most [0-9.]+ people below the k-th largest count",
+        young.notices[-1],
+    ), young.notices
+    assert spent(service) == pytest.approx(2.0)
+    assert everyone.table is not None and young.table is not None
+    # every patient has two visits as "male", one in each region: 1,000 people; under 30 (age = 20 + i % 50):
+    # 200 visits per (region, male), one person each
+    ((_, sex, people),), ((_, young_sex, young_people),) = everyone.table.rows, young.table.rows
+    assert (sex, young_sex) == ("male", "male")
+    assert abs(people - 1000) <= 60 and abs(young_people - 200) <= 60
+    again = run(service, top.format("WHERE age < 30"), **epsilon)
+    assert again.charge is not None and again.charge.cached and again.table == young.table
+    assert spent(service) == pytest.approx(2.0)
+
+
+def test_a_remembered_bound_records_what_its_choice_spent(service: QueryService, tmp_path: Path) -> None:
+    """ratings chooses max_contributions with DP; the choice is stored (for the analyst's next query at
+    the same ε) together with the ε it spent and the number of people it aimed at, and reused."""
+    outcome = run(service, "SELECT COUNT(*) FROM ratings", **{"veil.epsilon": "1"})
+    assert outcome.charge is not None and outcome.charge.epsilon == 1.0
+    with contextlib.closing(sqlite3.connect(tmp_path / "ledger.sqlite")) as ledger:
+        stored = ledger.execute("SELECT answer FROM answers WHERE query_key LIKE 'bound:%'").fetchall()
+    (record,) = (json.loads(answer) for (answer,) in stored)
+    assert record["selection_epsilon"] == bound_selection_epsilon(1.0) > 0
+    assert 1 <= record["max_contributions"] <= 100 and record["target"] > 0
+    bound = record["max_contributions"]
+    assert f"contribution bound L={bound} ε=0.1, count(*) ε=0.9" in outcome.notices[0]
+    # the same filters and grouping at the same ε: the bound is reused, the whole ε goes to the answer
+    total = run(service, "SELECT SUM(stars) FROM ratings", **{"veil.epsilon": "1"})
+    assert (
+        f"contribution bound L={bound} remembered from an earlier choice ε=0, sum(stars) ε=1"
+        in total.notices[0]
+    )
+    assert (
+        total.table is not None and abs(total.table.rows[0][0] - 24000) <= 1000
+    )  # 8,000 ratings, 3 on average
+    assert total.charge is not None and total.charge.epsilon == 1.0 and spent(service) == 2.0
+
+
+def test_a_union_part_with_per_person_values_chooses_their_bounds_at_its_share(service: QueryService) -> None:
+    """The first part averages a per-person count, whose upper bound is chosen with DP when it runs (at
+    the part's ε); every patient has 3 visits."""
+    outcome = run(
+        service,
+        "SELECT AVG(n) FROM (SELECT patient_id, COUNT(*) AS n FROM visits GROUP BY patient_id) AS p"
+        " UNION ALL SELECT COUNT(*) FROM visits",
+        **{"veil.epsilon": "1"},
+    )
+    assert outcome.table is not None
+    (average,), (visits,) = outcome.table.rows
+    assert abs(average - 3) <= 1 and abs(visits - 3000) <= 300
+    assert outcome.charge is not None and outcome.charge.epsilon == pytest.approx(1.0)
+    assert spent(service) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("key", ["z.zone", "upper(z.zone)"])
+def test_a_lookup_tables_column_gives_the_group_keys_every_value(service: QueryService, key: str) -> None:
+    """zones is a public lookup table (key "code"): its values are the GROUP BY keys — the column itself
+    or an expression of it — each shown even though no visit's region matches a code (they are 'n1' and
+    's1'), none taken from the private rows."""
+    outcome = run(
+        service,
+        f"SELECT {key} AS zone, COUNT(*) AS n FROM visits v JOIN zones z ON v.region = z.code GROUP BY {key}",
+        **{"veil.epsilon": "1", "veil.show_error": "on"},
+    )
+    assert outcome.table is not None and outcome.tag == "SELECT 2"
+    assert re.fullmatch(
+        r"95% error bounds of the noise \(over all 2 row\(s\)\): count\(\*\) ±[0-9.]+", outcome.notices[-1]
+    ), outcome.notices
+    counts = dict(outcome.table.rows)
+    assert sorted(counts) == (["north", "south"] if key == "z.zone" else ["NORTH", "SOUTH"])
+    assert all(abs(count) <= 60 for count in counts.values()), "noise around 0: scale 3, e^-20 tail at 60"
+    assert spent(service) == 1.0
+
+
+def test_a_per_person_value_gets_its_bound_chosen_at_the_statements_epsilon(service: QueryService) -> None:
+    """The average of a per-person count: its upper bound is chosen with DP when the query runs, and the
+    query planned again at the statement's ε with it; every patient has 3 visits."""
+    outcome = run(
+        service,
+        "SELECT AVG(n) FROM (SELECT patient_id, COUNT(*) AS n FROM visits GROUP BY patient_id) AS p",
+        **{"veil.epsilon": "1"},
+    )
+    assert outcome.table is not None and outcome.tag == "SELECT 1"
+    ((average,),) = outcome.table.rows
+    assert abs(average - 3) <= 1
+    assert outcome.charge is not None and outcome.charge.epsilon == 1.0 and spent(service) == 1.0
