@@ -35,7 +35,7 @@ def filters_as_case(tree: exp.Expression) -> exp.Expression:
 def _rewrite(node: exp.Expression) -> exp.Expression:
     if not isinstance(node, exp.Filter) or not isinstance(node.expression, exp.Where):
         return node
-    aggregate = _rewrite(node.this) if isinstance(node.this, exp.Filter) else node.this
+    aggregate = node.this  # never a Filter itself: a second FILTER clause is a syntax error
     condition = node.expression.this
     rewritten = _conditional(aggregate.copy(), condition)
     rewritten.meta[_CALL] = f"{as_written(aggregate)} FILTER (WHERE {_written(condition)})"

@@ -115,8 +115,6 @@ def _fetch(text: str, *, move: bool) -> FetchCursor:
             hint="FETCH [FORWARD] n | ALL; declare the query again to start over",
         )
     amount = match["forward"] or match["count"] or ("ALL" if direction == "ALL" else "1")
-    if direction == "FORWARD" and match["forward"] is None:
-        amount = "1"
     count = None if amount.upper() == "ALL" else int(amount)
     return FetchCursor(_identifier(match["name"]), count, move)
 

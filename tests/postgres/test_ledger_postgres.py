@@ -18,7 +18,7 @@ from psycopg import sql
 from budget.errors import LedgerStoreError
 from budget.ledger import Ledger
 from budget.loss import PrivacyLoss
-from budget.postgres_store import DEFAULT_MAX_CONNECTIONS, PostgresStore
+from budget.postgres_store import DEFAULT_MAX_CONNECTIONS, PostgresStore, _postgres_fault
 from budget.store import open_store
 from tests.postgres.conftest import in_schema
 from tests.unit.budget.test_ledger import *  # noqa: F403 -- every contract test, collected again here
@@ -190,3 +190,23 @@ def test_writes_run_at_read_committed_and_reads_see_one_snapshot(ledger: Ledger)
     with ledger.store.transaction(write=False) as tx:
         assert tx.execute("SHOW transaction_isolation") == [("repeatable read",)]
         assert tx.execute("SHOW transaction_read_only") == [("on",)]
+
+
+@pytest.mark.parametrize(
+    ("statement", "fault"),
+    [
+        (None, "lost"),  # a closed connection: OperationalError without a SQLSTATE
+        ("SET statement_timeout = 1; SELECT pg_sleep(1)", "locked"),  # 57014, a cancelled wait
+        ("SELECT 1 / 0", "unavailable"),  # 22012: no fault of the server or the connection
+    ],
+)
+def test_postgresql_errors_are_classified_by_their_sqlstate(
+    postgres_dsn: str, statement: str | None, fault: str
+) -> None:
+    """Provoked for real on the test server; the proxy gives each fault its own SQLSTATE and message."""
+    connection = psycopg.connect(postgres_dsn, autocommit=True)
+    if statement is None:
+        connection.close()
+    with connection, pytest.raises(psycopg.Error) as failed:
+        connection.execute(statement or "SELECT 1")
+    assert _postgres_fault(failed.value) == fault

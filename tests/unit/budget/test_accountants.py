@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal, localcontext
 from fractions import Fraction
 
@@ -185,6 +185,23 @@ def test_zcdp_of_nothing_is_pure() -> None:
 def test_zcdp_conversion_rejects_parameters_outside_their_range(rho: float, delta: float) -> None:
     with pytest.raises(InvalidBudgetError, match="must be"):
         zcdp_epsilon(rho, delta)
+
+
+@pytest.mark.parametrize(
+    ("convert", "message"),
+    [
+        (lambda: zcdp_epsilon(1.0, 0.0), "delta must be in (0, 1), got 0.0"),
+        (lambda: zcdp_epsilon(1.0, 1.0), "delta must be in (0, 1), got 1.0"),
+        (
+            lambda: advanced_composition_epsilon(sum_of_squares=1.0, sum_of_expm1=1.0, delta_prime=1.0),
+            "delta_prime must be in [0, 1), got 1.0",  # δ' = 0 is allowed: no bound, ε = +inf
+        ),
+    ],
+)
+def test_a_delta_out_of_range_names_its_interval(convert: Callable[[], float], message: str) -> None:
+    with pytest.raises(InvalidBudgetError) as refused:
+        convert()
+    assert str(refused.value) == message
 
 
 def test_gaussian_answers_spend_no_delta_under_zcdp() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import tomli_w
 
-from proxy.config import DatasetPolicy, parse_config
+from proxy.config import DatasetPolicy, FederationPolicy, parse_config
 
 POLICY = """
 [datasets.clinic]
@@ -78,3 +78,17 @@ def clinic_postgres_policy(dsn: str, schema: str) -> DatasetPolicy:
     dataset = config.dataset("clinic")
     assert dataset is not None and dataset.backend == "postgres"
     return dataset
+
+
+HOSPITALS = FederationPolicy(
+    name="hospitals",
+    dataset="clinic",
+    table="visits",
+    group_by=("region",),
+    threshold=20,
+    secret_env="HOSPITALS_SECRET",
+    peer=("127.0.0.1", 1),
+    peer_analyst="alice",
+    epsilon=0.5,
+)
+"""The clinic's visits as a federation with one peer site (analysis/federated.py, the federated count)."""

@@ -7,18 +7,10 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from proxy.analysis.federated import federation_read, local_statement
-from proxy.config import FederationPolicy
+from proxy.analysis.federated import count_column, federation_read, local_statement
+from proxy.analysis.statements import PrivateQuery, classify
 from proxy.errors import UnsupportedQueryError
-
-HOSPITALS = FederationPolicy(
-    name="hospitals",
-    dataset="clinic",
-    table="visits",
-    group_by=("region",),
-    threshold=20,
-    secret_env="HOSPITALS_SECRET",
-)
+from tests.unit.proxy.policy_fixture import HOSPITALS, clinic_policy
 
 
 def local(sql: str) -> str:
@@ -68,3 +60,35 @@ def test_statements_naming_no_federation_read_none() -> None:
     tree = sqlglot.parse_one("SELECT COUNT(*) FROM visits", read="postgres")
     assert federation_read(tree, {"hospitals": HOSPITALS}) is None
     assert federation_read(tree, {}) is None
+
+
+def count_position(sql: str) -> int:
+    tree = sqlglot.parse_one(sql, read="postgres")
+    assert isinstance(tree, exp.Select)
+    statement = classify(local_statement(tree, HOSPITALS), clinic_policy())
+    assert isinstance(statement, PrivateQuery)
+    return count_column(statement.shape, HOSPITALS)
+
+
+@pytest.mark.parametrize(
+    ("sql", "position"),
+    [
+        ("SELECT region, COUNT(*) FROM hospitals GROUP BY region", 1),
+        ("SELECT COUNT(*) AS n, region FROM hospitals WHERE age > 30 GROUP BY region", 0),
+    ],
+)
+def test_the_count_is_found_where_the_analyst_put_it(sql: str, position: int) -> None:
+    assert count_position(sql) == position
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT region, COUNT(*) FROM hospitals GROUP BY region ORDER BY 2",  # no plain column list
+        "SELECT region, region AS again, COUNT(*) FROM hospitals GROUP BY region",  # a column too many
+        "SELECT region, COUNT(*) + 1 FROM hospitals GROUP BY region",
+    ],
+)
+def test_a_federated_count_is_answered_only_as_it_is(sql: str) -> None:
+    with pytest.raises(UnsupportedQueryError, match="a federated count is answered as it is"):
+        count_position(sql)

@@ -14,7 +14,7 @@ from proxy.analysis.parse import parse_statements
 from proxy.analysis.shape import QueryShape
 from proxy.analysis.statements import PrivateQuery, classify
 from proxy.config import parse_config
-from proxy.errors import PolicyViolationError, UnsupportedQueryError
+from proxy.errors import PolicyViolationError, QuerySyntaxError, UnsupportedQueryError
 from proxy.release.plan import price_query
 from proxy.rewrite.bound_contributions import bounded_query, mode_histogram_query, value_histogram_query
 from tests.unit.proxy.policy_fixture import POLICY, clinic_policy
@@ -381,3 +381,9 @@ def test_the_bound_of_a_filtered_per_person_value_is_chosen_from_the_matching_pe
 def test_a_count_under_a_filter_chooses_no_bound() -> None:
     """COUNT reads no value's magnitude: nothing to choose, nothing spent."""
     assert events_shape(PER_PERSON + "SELECT COUNT(k) FILTER (WHERE k > 1) FROM p").value_bounds == ()
+
+
+def test_a_second_filter_clause_is_a_syntax_error() -> None:
+    """As in PostgreSQL: one FILTER clause per aggregate call, so a FILTER never wraps another."""
+    with pytest.raises(QuerySyntaxError):
+        parse_statements("SELECT COUNT(*) FILTER (WHERE age > 1) FILTER (WHERE age < 9) FROM visits")

@@ -68,6 +68,18 @@ def test_a_per_person_aggregate_takes_columns() -> None:
     )
 
 
+@pytest.mark.parametrize("aggregate", ["SUM(DISTINCT cost)", "COUNT(DISTINCT cost, age)"])
+def test_distinct_in_a_per_person_subquery_is_only_a_count_of_one_expression(aggregate: str) -> None:
+    with pytest.raises(PolicyViolationError) as refused:
+        shape_of(
+            f"SELECT AVG(n) FROM (SELECT patient_id, {aggregate} AS n FROM visits GROUP BY patient_id) AS p"
+        )
+    assert (
+        str(refused.value)
+        == "DISTINCT is only allowed as COUNT(DISTINCT expression) in a per-person subquery"
+    )
+
+
 def test_totals_get_bounds_chosen_with_dp_only_where_the_query_needs_them() -> None:
     shape = shape_of(f"SELECT AVG(n), SUM(spent), AVG(years), AVG(a), COUNT(big) {PER_PATIENT}")
     assert shape.value_bounds == (

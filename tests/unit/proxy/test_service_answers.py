@@ -30,7 +30,7 @@ from proxy.release.plan import bound_selection_epsilon
 from proxy.settings import SessionSettings
 from proxy.wire.scram import make_scram_verifier
 from proxy.wire.types import INT4
-from tests.unit.proxy.policy_fixture import clinic_policy
+from tests.unit.proxy.policy_fixture import HOSPITALS, clinic_policy
 
 ALICE = Principal("alice")
 VISITS = (
@@ -179,17 +179,6 @@ def test_a_ttest_with_a_p_value_says_how_to_read_it(service: QueryService) -> No
 
 # -- a federated count -------------------------------------------------------------------------------
 
-HOSPITALS = FederationPolicy(
-    name="hospitals",
-    dataset="clinic",
-    table="visits",
-    group_by=("region",),
-    threshold=20,
-    secret_env="HOSPITALS_SECRET",
-    peer=("127.0.0.1", 1),
-    peer_analyst="alice",
-    epsilon=0.5,
-)
 FEDERATED = "SELECT region, COUNT(*) FROM hospitals GROUP BY region"
 
 

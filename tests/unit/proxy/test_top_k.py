@@ -273,3 +273,11 @@ def test_a_function_around_the_ranking_subquery_is_named_as_sql_names_it(dataset
     with pytest.raises(PolicyViolationError) as refused:
         shape_of(sql, dataset)
     assert str(refused.value) == "sum() is not supported around a ranking subquery"
+
+
+@pytest.mark.parametrize("limit", ["r <= 0", "r <= 101"])
+def test_k_outside_its_range_is_refused_with_how_to_rank(dataset: DatasetPolicy, limit: str) -> None:
+    with pytest.raises(PolicyViolationError) as refused:
+        shape_of(PARTITIONED.replace("WHERE r <= 2", f"WHERE {limit}"), dataset)
+    assert str(refused.value) == f"WHERE {limit}: k must be between 1 and 100"
+    assert refused.value.hint is not None and refused.value.hint.startswith("rank with ROW_NUMBER() OVER")
