@@ -112,6 +112,16 @@ def _ranks_by_count(shape: QueryShape) -> bool:
     return aggregate.kind in COUNTS and aggregate.column is None
 
 
+def _ranks_by_filtered_count(shape: QueryShape) -> bool:
+    """A ranking by ``COUNT(*) FILTER (WHERE c)``: refused with its own reason, since the DP selection
+    counts every row or person of a key and WHERE c says the same thing."""
+    if len(shape.aggregates) != 1:
+        return False
+    (aggregate,) = shape.aggregates
+    filtered = aggregate.column is not None and aggregate.column.condition is not None
+    return filtered and aggregate.kind in (AggregateKind.COUNT, AggregateKind.COUNT_UNITS)
+
+
 def _resolved(node: exp.Expression, post: exp.Select) -> exp.Expression:
     """An ORDER BY item of the post-processing query as the noisy column it names: an output alias or
     a position stands for its select item."""
@@ -183,6 +193,12 @@ def _partitioned(select: exp.Select, dataset: DatasetPolicy) -> QueryShape | Non
         _partition_key(node, item) for node, item in zip(partition, mapped[visible:], strict=False)
     )
     ranked_by = mapped[visible + len(partition) :]
+    if _ranks_by_filtered_count(shape):
+        raise refuse(
+            "ROW_NUMBER() does not rank by a count with a condition (FILTER or CASE)",
+            hint="move the condition to WHERE: the keys rank the same, and those without a matching row "
+            "rank last either way",
+        )
     if not _ranks_by_count(shape) or not _is_count(ranked_by[0], 0):
         raise refuse(
             "ROW_NUMBER() ranks only by COUNT(*) or COUNT(DISTINCT <privacy unit>), the subquery's one aggregate",

@@ -317,6 +317,13 @@ def test_explain_states_the_split_without_spending(service: QueryService, ledger
             "ROW_NUMBER\\(\\) ranks only by COUNT\\(\\*\\) or COUNT\\(DISTINCT <privacy unit>\\)",
         ),
         (
+            "SELECT * FROM (SELECT genre, COUNT(*) FILTER (WHERE item <> 'x') AS n, ROW_NUMBER() OVER"
+            " (ORDER BY COUNT(*) FILTER (WHERE item <> 'x') DESC) AS r FROM purchases GROUP BY genre) AS t"
+            " WHERE r <= 3",
+            PolicyViolationError,
+            "ROW_NUMBER\\(\\) does not rank by a count with a condition \\(FILTER or CASE\\)",
+        ),
+        (
             "SELECT * FROM (SELECT genre, COUNT(*) AS n, RANK() OVER (ORDER BY COUNT(*) DESC) AS r"
             " FROM purchases GROUP BY genre) AS t WHERE r <= 3",
             PolicyViolationError,
