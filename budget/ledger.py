@@ -392,8 +392,7 @@ class Ledger:
         with self._store.transaction(write=True) as tx:
             require_analyst(tx, analyst)
             self._lock_dataset(tx, dataset)
-            left = self._left_units(tx, analyst, dataset, accountant)
-            epsilon, delta = left if asked is None else (min(asked[0], left[0]), min(asked[1], left[1]))
+            epsilon, delta = self._revocable(tx, analyst, dataset, accountant, asked)
             if epsilon > 0 or delta > 0:
                 self._insert_grant(tx, analyst, dataset, "revoke", epsilon, delta, None)
             return self._balance(tx, analyst, dataset, accountant)
@@ -680,17 +679,33 @@ class Ledger:
             (analyst, dataset, kind, to_text(epsilon), to_text(delta), renewal, self.now().isoformat()),
         )
 
-    def _left_units(
-        self, tx: Transaction, analyst: str, dataset: str, accountant: Accountant
+    def _revocable(
+        self,
+        tx: Transaction,
+        analyst: str,
+        dataset: str,
+        accountant: Accountant,
+        asked: tuple[int, int] | None,
     ) -> tuple[int, int]:
-        """What a revoke may take back, in quanta: under basic composition exactly the grant less the
-        spends; under another accountant, what the balance shows left, rounded down."""
+        """What a revoke takes back, in quanta: at most what was ``asked`` (None: everything) and what is
+        left. Under basic composition that is exactly the grant less the spends. Under another accountant
+        the ε spent depends on the grant's δ (a share of it pays for the conversion from ρ, or for
+        advanced composition): taking δ back raises the ε spent. So δ is taken first, only as far as the
+        ε spent stays within the grant, and the ε left is read at the δ that remains — a balance never
+        shows more spent than granted."""
         grant = _grant(tx, analyst, dataset)
         totals = _read_account(tx, analyst, dataset, period_start(grant.renewal, self.now())).total()
         if accountant is BASIC:
-            return max(0, grant.epsilon - totals.epsilon), max(0, grant.delta - totals.delta)
-        left = _spent_and_left(totals, grant, accountant)[1]
-        return units_down(left.epsilon), units_down(left.delta)
+            left = max(0, grant.epsilon - totals.epsilon), max(0, grant.delta - totals.delta)
+        else:
+            delta_left = units_down(_spent_and_left(totals, grant, accountant)[1].delta)
+            most = delta_left if asked is None else min(asked[1], delta_left)
+            delta = _largest_keeping(
+                most, lambda take: _within(totals, replace(grant, delta=grant.delta - take), accountant)
+            )
+            reduced = replace(grant, delta=grant.delta - delta)
+            left = units_down(_spent_and_left(totals, reduced, accountant)[1].epsilon), delta
+        return left if asked is None else (min(asked[0], left[0]), min(asked[1], left[1]))
 
     def _balance(self, tx: Transaction, analyst: str, dataset: str, accountant: Accountant) -> Balance:
         grant = _grant(tx, analyst, dataset)
@@ -749,6 +764,24 @@ def period_start(renewal: str | None, now: datetime) -> str:
             return (day - timedelta(days=day.weekday())).isoformat()
         case _:
             return day.replace(day=1).isoformat()
+
+
+def _within(totals: Totals, grant: _Grant, accountant: Accountant) -> bool:
+    """Whether what ``totals`` spent of ``grant`` fits in it, ε and δ."""
+    spent = _spent(totals, grant.loss, accountant)
+    return spent.epsilon <= grant.loss.epsilon and spent.delta <= grant.loss.delta
+
+
+def _largest_keeping(most: int, holds: Callable[[int], bool]) -> int:
+    """The largest t in [0, most] for which ``holds(t)``, where it holds up to some t and not after
+    (0 when it never holds): a bisection, about log2(most) ≤ 110 calls for any amount of quanta."""
+    if most <= 0 or not holds(0):
+        return 0
+    low, high = 0, most  # holds(low); the answer is in [low, high]
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if holds(middle) else (low, middle - 1)
+    return low
 
 
 def _spent_and_left(totals: Totals, grant: _Grant, accountant: Accountant) -> tuple[PrivacyLoss, PrivacyLoss]:

@@ -45,6 +45,7 @@ from budget.ledger import Analyst, Balance, Ledger, SpendState, period_start
 from budget.loss import PrivacyLoss
 from budget.schema import SCHEMA_VERSION
 from budget.store import open_store
+from budget.totals import Release
 from tests.unit.budget.ledger_v4 import make_version_4_ledger
 
 VERIFIER = "SCRAM-SHA-256$4096:c2FsdHNhbHQ=$c3RvcmVka2V5:c2VydmVya2V5"
@@ -463,6 +464,41 @@ def test_revoke_from_an_unknown_analyst_is_refused(ledger: Ledger) -> None:
 def test_a_cancelled_reservation_can_be_revoked_afterwards(ledger: Ledger) -> None:
     ledger.cancel(spend(ledger, 0.6))
     assert ledger.revoke("alice", "demo").granted_epsilon == 0.0
+
+
+@pytest.mark.parametrize("accountant", ["zcdp", "advanced"])
+def test_a_full_revoke_under_another_accountant_leaves_exactly_what_was_spent(
+    ledger: Ledger, accountant: str
+) -> None:
+    """Under zCDP (or advanced composition) the ε spent depends on the grant's δ, a share of which pays
+    for the conversion: a revoke that took δ back first and ε at the old δ left more ε spent than
+    granted (found by a mutant of the revoke's arithmetic: 0.2507 spent of 0.2400 granted)."""
+    chosen = get_accountant(accountant)
+    for _ in range(2):
+        ledger.reserve(
+            "alice", "demo", Release(0.3, 1e-6, rho=0.001), statement="SELECT 1", accountant=chosen
+        )
+    before = ledger.balance("alice", "demo", accountant=chosen)
+    after = ledger.revoke("alice", "demo", accountant=chosen)
+    assert after.granted_delta < before.granted_delta  # δ was taken back too
+    assert after.spent_epsilon <= after.granted_epsilon and after.spent_delta <= after.granted_delta
+    assert after.remaining_epsilon == pytest.approx(0.0, abs=1e-9)
+    with pytest.raises(BudgetExhaustedError):
+        ledger.reserve("alice", "demo", Release(0.01, 0.0, rho=1e-5), statement="SELECT 1", accountant=chosen)
+
+
+def test_a_delta_revoke_under_zcdp_stops_where_the_epsilon_spent_would_pass_the_grant(ledger: Ledger) -> None:
+    """Nearly all of ε spent: taking all unspent δ back would convert ρ at a smaller δ into more ε than
+    granted, so the revoke takes only the δ that keeps the ε spent within the grant."""
+    zcdp = get_accountant("zcdp")
+    for _ in range(4):  # 1.2 added up; ρ = 0.028 converted at δ/2 = 5·10⁻⁶: 0.992 (at 2.5·10⁻⁶: 1.03)
+        ledger.reserve("alice", "demo", Release(0.3, 0.0, rho=0.007), statement="SELECT 1", accountant=zcdp)
+    before = ledger.balance("alice", "demo", accountant=zcdp)
+    assert 0.99 < before.spent_epsilon < 0.995
+    after = ledger.revoke("alice", "demo", PrivacyLoss(0.0, 1e-5), accountant=zcdp)
+    assert before.granted_delta - before.remaining_delta < after.granted_delta < before.granted_delta
+    assert after.spent_epsilon <= after.granted_epsilon == before.granted_epsilon
+    assert after.spent_epsilon == pytest.approx(after.granted_epsilon, rel=1e-6)  # as far as it could go
 
 
 # -- dataset caps ---------------------------------------------------------------------------------
