@@ -143,6 +143,15 @@ def test_no_partition_value_gets_more_than_the_grant(ledger: Ledger) -> None:
     assert ledger.balance("alice", "demo").spent_epsilon == 1.0
 
 
+def test_a_refusal_in_a_partition_says_what_is_left_in_that_value_not_in_the_widest(ledger: Ledger) -> None:
+    charge(ledger, 0.8, NORTH)
+    charge(ledger, 0.2, SOUTH)
+    with pytest.raises(
+        BudgetExhaustedError, match=r"'south', but only epsilon 0\.8 and delta 0\.00001 remains there"
+    ):
+        charge(ledger, 0.9, SOUTH)
+
+
 def test_ordinary_spends_count_in_every_partition(ledger: Ledger) -> None:
     charge(ledger, 0.3)
     for _ in range(7):
