@@ -7,6 +7,7 @@ import dataclasses
 import datetime
 import hashlib
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
@@ -181,11 +182,23 @@ class PairInputs:
     x: AggregateInput
     product: AggregateInput
     label: str  # "y, x" as written
+    arguments: tuple[AggregateInput, AggregateInput]  # y and x as read, before masking
 
     @property
     def count_input(self) -> AggregateInput:
         """The pairs are counted as the non-NULL values of either masked input: the one first by text."""
         return min(self.y, self.x, key=input_order)
+
+    def with_bounds(self, bounds: Mapping[str, tuple[float, float]]) -> PairInputs:
+        """The pair read again with per-person values clamped to bounds chosen with DP (by
+        ``AggregateInput.value_bound``): the masked inputs and the product's corners follow them."""
+        y, x = (
+            dataclasses.replace(source, lower=bounds[key][0], upper=bounds[key][1])
+            if (key := source.value_bound) in bounds
+            else source
+            for source in self.arguments
+        )
+        return pair_inputs(y, x, self.label)
 
 
 @dataclass(frozen=True)
@@ -361,10 +374,13 @@ def _paired(node: exp.Expression, scope: ColumnScope) -> Aggregate | None:
         dataclasses.replace(source, shown=text)  # v.cost, not v__cost
         for source, text in zip(inputs, written, strict=True)
     )
-    label = ", ".join(written)
+    return Aggregate(kind, None, pair=pair_inputs(y, x, ", ".join(written)))
+
+
+def pair_inputs(y: AggregateInput, x: AggregateInput, label: str) -> PairInputs:
+    """Each argument masked by the other, and their product's factors in text order."""
     first, second = sorted((y, x), key=input_order)
-    product = _product(first, second)
-    return Aggregate(kind, None, pair=PairInputs(_masked(y, by=x), _masked(x, by=y), product, label))
+    return PairInputs(_masked(y, by=x), _masked(x, by=y), _product(first, second), label, (y, x))
 
 
 def input_order(source: AggregateInput) -> tuple[str, str]:

@@ -123,6 +123,9 @@ class QueryShape:
 
         def bounded(aggregate: Aggregate) -> Aggregate:
             column = aggregate.column
+            if aggregate.pair is not None:
+                chosen = {key: bound.bounds for key, bound in by_key.items()}
+                return dataclasses.replace(aggregate, pair=aggregate.pair.with_bounds(chosen))
             if column is None or column.value_bound not in by_key:
                 return aggregate
             lower, upper = by_key[column.value_bound].bounds

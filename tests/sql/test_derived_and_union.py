@@ -280,6 +280,14 @@ SHAPES = [
         ),
         relative=0.02,  # the heavy user's 30 ratings are clamped to the chosen bound
     ),
+    Shape(  # a pair of per-person values: both bounds chosen with DP and applied to the pair's sums
+        "cte_per_user_correlation",
+        "WITH u AS (SELECT user_id, COUNT(*) AS n, SUM(stars) AS total FROM ratings GROUP BY user_id)"
+        " SELECT CORR(total, n) FROM u",
+        ("n in [0, ", "total in [0, ", "chosen with DP ε=5", "sum(n * total) ε=15"),
+        absolute=0.05,  # the heavy user's count and total are clamped to the chosen bounds
+        relative=0,
+    ),
     Shape(
         "union_all_counts",
         "SELECT 'visits' AS source, COUNT(*) AS n FROM visits UNION ALL SELECT 'ratings', COUNT(*) FROM ratings",
