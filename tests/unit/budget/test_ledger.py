@@ -697,8 +697,9 @@ def test_cancel_in_a_later_period_gives_back_to_the_period_reserved_in(ledgers: 
 
 
 def test_unknown_renewal_is_refused(ledger: Ledger) -> None:
-    with pytest.raises(InvalidBudgetError, match="unknown renewal period 'year'"):
+    with pytest.raises(InvalidBudgetError, match="unknown renewal period 'year'") as refused:
         ledger.grant("alice", "demo", PrivacyLoss(1.0), renewal="year")
+    assert refused.value.hint == "use one of day, week, month, or none"
 
 
 @pytest.mark.parametrize(
