@@ -471,3 +471,12 @@ def test_a_pair_aggregates_noise_is_capped_by_the_range_it_is_clamped_into() -> 
 def test_a_product_names_its_factors_parenthesized_only_where_needed(arguments: str, product: str) -> None:
     (aggregate,) = shape_of(f"SELECT CORR({arguments}) FROM m").aggregates
     assert aggregate.pair is not None and aggregate.pair.product.text == product
+
+
+def test_an_expression_without_a_derivable_range_is_refused_with_how_to_clamp_it() -> None:
+    with pytest.raises(PolicyViolationError) as refused:
+        shape_of("SELECT SUM(free * 2) FROM m")
+    assert str(refused.value) == "sum(free * 2): the range of free * 2 cannot be derived from the policy"
+    assert refused.value.hint == (
+        "clamp it explicitly: veil_clamp(free * 2, lower, upper) — or declare bounds for its columns"
+    )

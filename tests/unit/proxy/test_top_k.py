@@ -281,3 +281,19 @@ def test_k_outside_its_range_is_refused_with_how_to_rank(dataset: DatasetPolicy,
         shape_of(PARTITIONED.replace("WHERE r <= 2", f"WHERE {limit}"), dataset)
     assert str(refused.value) == f"WHERE {limit}: k must be between 1 and 100"
     assert refused.value.hint is not None and refused.value.hint.startswith("rank with ROW_NUMBER() OVER")
+
+
+@pytest.mark.parametrize(
+    "windows",
+    [
+        "ROW_NUMBER() OVER (ORDER BY COUNT(*) DESC) AS r, ROW_NUMBER() OVER (ORDER BY genre) AS s",
+        "ROW_NUMBER() OVER (ORDER BY COUNT(*) DESC) + 1 AS r",
+    ],
+)
+def test_a_ranking_subquery_has_one_plain_window_item(dataset: DatasetPolicy, windows: str) -> None:
+    sql = f"SELECT genre FROM (SELECT genre, COUNT(*) AS n, {windows} FROM buys GROUP BY genre) AS t WHERE r <= 2"
+    with pytest.raises(PolicyViolationError) as refused:
+        shape_of(sql, dataset)
+    assert (
+        str(refused.value) == "a ranking subquery may have one window item: ROW_NUMBER() OVER (…) AS <rank>"
+    )
