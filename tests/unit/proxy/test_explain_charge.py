@@ -17,9 +17,9 @@ from proxy.analysis.parse import parse_statements
 from proxy.analysis.statements import PrivateQuery, classify
 from proxy.backends.duckdb import DuckDBBackend
 from proxy.config import ColumnType, DatasetPolicy
-from proxy.query.explain import explain_query
+from proxy.query.explain import Explanation, explain_query
 from proxy.query.planning import bound_choice_epsilon
-from proxy.query.service import Principal, QueryService
+from proxy.query.service import Principal, QueryService, StatementOutcome
 from proxy.release.plan import bound_matters, bound_selection_epsilon
 from proxy.settings import SessionSettings
 from proxy.wire.scram import make_scram_verifier
@@ -121,6 +121,19 @@ def test_counting_people_with_a_matching_row_spends_nothing_on_a_bound(service: 
     assert abs(people - 1600) <= 20, "discrete Laplace of scale 1: an e^-20 tail at 20"
 
 
+def explained_and_answered(
+    service: QueryService, dataset: DatasetPolicy, sql: str
+) -> tuple[Explanation, StatementOutcome]:
+    """``veil explain`` of ``sql`` at ε = 0.5, then the answer to it at the same ε."""
+    sandbox = DuckDBBackend.sandbox()
+    try:
+        explanation = explain_query(dataset, sql, backend=sandbox, epsilon=0.5)
+    finally:
+        sandbox.close()
+    (tree,) = service.parse(sql)
+    return explanation, service.run(tree, principal=ALICE, settings=SessionSettings({"veil.epsilon": "0.5"}))
+
+
 @pytest.mark.parametrize(
     "sql",
     [
@@ -136,14 +149,7 @@ def test_counting_people_with_a_matching_row_spends_nothing_on_a_bound(service: 
 def test_explain_lists_exactly_what_the_answer_is_charged(
     service: QueryService, clinic: tuple[DatasetPolicy, Path], sql: str
 ) -> None:
-    dataset, _ = clinic
-    sandbox = DuckDBBackend.sandbox()
-    try:
-        explanation = explain_query(dataset, sql, backend=sandbox, epsilon=0.5)
-    finally:
-        sandbox.close()
-    (tree,) = service.parse(sql)
-    outcome = service.run(tree, principal=ALICE, settings=SessionSettings({"veil.epsilon": "0.5"}))
+    explanation, outcome = explained_and_answered(service, clinic[0], sql)
     assert outcome.charge is not None
     assert explanation.epsilon == outcome.charge.epsilon == 0.5
     assert service.ledger.balance("alice", "clinic").spent_epsilon == pytest.approx(0.5)
@@ -170,14 +176,7 @@ def test_explain_of_a_filtered_per_person_value_lists_its_bound_and_what_is_char
         "SELECT AVG(n) FILTER (WHERE n > 2), AVG(n)"
         " FROM (SELECT user_id, COUNT(*) AS n FROM ratings GROUP BY user_id) p"
     )
-    dataset, _ = clinic
-    sandbox = DuckDBBackend.sandbox()
-    try:
-        explanation = explain_query(dataset, sql, backend=sandbox, epsilon=0.5)
-    finally:
-        sandbox.close()
-    (tree,) = service.parse(sql)
-    outcome = service.run(tree, principal=ALICE, settings=SessionSettings({"veil.epsilon": "0.5"}))
+    explanation, outcome = explained_and_answered(service, clinic[0], sql)
     assert outcome.charge is not None and explanation.epsilon == outcome.charge.epsilon == 0.5
     split = outcome.notices[0].split(" (", 1)[1].rsplit("); ", 1)[0]
     charged = [part.rsplit(" ε=", 1) for part in re.split(r", (?![^\[]*\])", split)]  # not in [0, 4]
