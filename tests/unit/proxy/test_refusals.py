@@ -6,7 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from proxy.analysis.parse import parse_statements
 from proxy.analysis.refusals import UNSUPPORTED, refuse_construct
+from proxy.analysis.statements import classify
+from proxy.errors import PolicyViolationError
+from tests.unit.proxy.policy_fixture import clinic_policy
 
 SQL_MD = Path(__file__).resolve().parents[3] / "docs" / "sql.md"
 
@@ -22,3 +26,18 @@ def test_each_refusal_is_42501_with_its_hint(construct: str) -> None:
     error = refuse_construct(construct)
     assert (error.sqlstate, error.message, error.hint) == ("42501", *UNSUPPORTED[construct])
     assert error.hint, "every refusal says what to write instead"
+
+
+@pytest.mark.parametrize(
+    ("grouping", "construct"),
+    [
+        ("GROUPING SETS ((region), ())", "GROUPING SETS"),
+        ("ROLLUP (region)", "ROLLUP"),
+        ("CUBE (region)", "CUBE"),
+    ],
+)
+def test_grouping_extensions_are_refused_as_themselves(grouping: str, construct: str) -> None:
+    (tree,) = parse_statements(f"SELECT region, COUNT(*) FROM visits GROUP BY {grouping}")
+    with pytest.raises(PolicyViolationError) as refused:
+        classify(tree, clinic_policy())
+    assert (refused.value.message, refused.value.hint) == UNSUPPORTED[construct]
