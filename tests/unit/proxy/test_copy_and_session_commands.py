@@ -89,6 +89,12 @@ def test_copy_messages_are_framed_as_the_protocol_says() -> None:
     assert copy_data(b"x\n") == b"d\x00\x00\x00\x06x\n"
 
 
+def test_statements_after_a_move_or_close_in_one_query_are_read_too() -> None:
+    trees = parse_statements("MOVE 2 IN c; CLOSE c; SELECT close FROM prices")
+    assert [command_of(tree) for tree in trees[:2]] == [FetchCursor("c", 2, move=True), CloseCursor("c")]
+    assert len(trees) == 3 and command_of(trees[2]) is None and trees[2].sql() == "SELECT close FROM prices"
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
