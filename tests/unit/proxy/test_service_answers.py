@@ -17,6 +17,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from budget.accountants import get_accountant
 from budget.ledger import Ledger
 from budget.loss import PrivacyLoss
 from proxy.backends.duckdb import DuckDBBackend
@@ -311,6 +312,54 @@ def test_a_union_all_is_widened_to_real_then_ordered_and_limited(service: QueryS
     assert outcome.table.columns[1].type is ColumnType.REAL
     assert all(type(row[1]) is float for row in outcome.table.rows)
     assert spent(service) == 1.0
+
+
+def test_a_union_all_shows_each_parts_error_bounds_and_charges_each_mechanism(service: QueryService) -> None:
+    outcome = run(
+        service,
+        "SELECT COUNT(*) FROM visits UNION ALL SELECT MEDIAN(age) FROM visits",
+        **{"veil.epsilon": "1", "veil.show_error": "on"},
+    )
+    assert re.fullmatch(
+        r"95% error bounds of the noise: part 1: count\(\*\) ±[0-9.]+; part 2: median\(age\) ±[0-9.]+",
+        outcome.notices[-1],
+    ), outcome.notices
+    assert outcome.charge is not None and outcome.charge.mechanisms == (
+        "Laplace on a 2^k grid, exponential (permute-and-flip)"
+    )
+
+
+def test_a_union_all_charges_only_the_parts_not_answered_before(service: QueryService) -> None:
+    run(service, "SELECT COUNT(*) FROM visits", **{"veil.epsilon": "0.5"})
+    outcome = run(
+        service,
+        "SELECT COUNT(*) FROM visits UNION ALL SELECT COUNT(*) FROM visits WHERE age > 30",
+        **{"veil.epsilon": "1"},
+    )
+    assert outcome.charge is not None and outcome.charge.epsilon == pytest.approx(0.5)  # part 2 only
+    assert spent(service) == pytest.approx(1.0)
+
+
+def test_a_union_all_is_charged_the_statements_epsilon_not_its_rounded_down_shares(
+    service: QueryService,
+) -> None:
+    """Three parts at ε = 0.7 get shares of 0.7/3 rounded down, which add up to less than 0.7: the ledger
+    entry and the charge are the statement's 0.7."""
+    outcome = run(
+        service,
+        "SELECT COUNT(*) FROM visits UNION ALL SELECT COUNT(*) FROM visits WHERE age > 30"
+        " UNION ALL SELECT COUNT(*) FROM visits WHERE age > 60",
+        **{"veil.epsilon": "0.7"},
+    )
+    assert outcome.charge is not None and outcome.charge.epsilon == 0.7
+    assert spent(service) == 0.7
+
+
+def test_a_reloaded_policy_and_accountant_apply_to_later_statements(service: QueryService) -> None:
+    service.update_policy(clinic_policy(), accountant=get_accountant("zcdp"))
+    outcome = run(service, "SELECT COUNT(*) FROM visits", **{"veil.epsilon": "0.5"})
+    assert outcome.charge is not None and outcome.charge.accountant == "zcdp"
+    assert service.dataset.path == clinic_policy().path
 
 
 def test_the_catalog_reads_the_sessions_settings(service: QueryService) -> None:
