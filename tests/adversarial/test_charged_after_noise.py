@@ -39,6 +39,8 @@ def test_a_cast_over_a_noisy_value_that_fails_is_charged(probe: Probe) -> None:
     assert probe.spent() == pytest.approx(0.1)
     assert failed.value.charge is not None and failed.value.charge.epsilon == pytest.approx(0.1)
     assert audited(failed.value) == (Decision.FAILED, pytest.approx(0.1))
+    # the engine's first line, which can only quote the noisy value: the analyst sees why it failed
+    assert failed.value.detail is not None and "out of range" in failed.value.detail.lower()
 
 
 def test_a_repeated_failure_reuses_the_stored_noisy_answer(probe: Probe) -> None:

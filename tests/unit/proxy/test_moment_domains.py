@@ -6,12 +6,14 @@ from __future__ import annotations
 import datetime
 from pathlib import Path
 
+import duckdb
 import pytest
 import sqlglot
 
 from proxy.analysis.moment_domains import by_whole_days, moment_days
 from proxy.analysis.statements import PrivateQuery, classify
-from proxy.config import DatasetPolicy, parse_config
+from proxy.config import ColumnType, DatasetPolicy, parse_config
+from proxy.query.planning import resolve_group_domains
 
 POLICY = """
 [datasets.lab]
@@ -72,3 +74,28 @@ def test_only_keys_read_by_whole_days_group_without_a_threshold(key: str, thresh
     assert isinstance(statement, PrivateQuery)
     (group_key,) = statement.shape.group_keys
     assert group_key.thresholded is thresholded
+
+
+@pytest.mark.parametrize(
+    ("key", "key_type", "values"),
+    [
+        ("date_trunc('month', ts)", ColumnType.TIMESTAMP, (datetime.datetime(2024, 1, 1),)),
+        ("CAST(ts AS DATE)", ColumnType.DATE, tuple(datetime.date(2024, 1, day) for day in (1, 2, 3))),
+    ],
+)
+def test_a_timestamp_key_keeps_the_type_its_expression_has(
+    key: str, key_type: ColumnType, values: tuple[datetime.date, ...]
+) -> None:
+    """The domain is the expression evaluated at every midnight of the range, in the engine: date_trunc of
+    a timestamp is a timestamp (as in PostgreSQL), a cast to DATE a date."""
+    tree = sqlglot.parse_one(f"SELECT {key}, COUNT(*) FROM events GROUP BY 1", read="postgres")
+    statement = classify(tree, lab())
+    assert isinstance(statement, PrivateQuery)
+    with duckdb.connect() as connection:
+        shape = resolve_group_domains(
+            statement.shape,
+            execute=lambda sql: ([], connection.execute(sql).fetchall()),
+            dialect="duckdb",
+        )
+    (group_key,) = shape.group_keys
+    assert (group_key.type, group_key.values) == (key_type, values)

@@ -355,6 +355,14 @@ def test_a_union_all_is_charged_the_statements_epsilon_not_its_rounded_down_shar
     assert spent(service) == 0.7
 
 
+def test_a_decimal_computed_over_a_noisy_answer_is_sent_as_a_float(service: QueryService) -> None:
+    """``COUNT(*) * 1.5`` is DECIMAL in the sandbox engine: sent as the float it is, not as Decimal."""
+    outcome = run(service, "SELECT COUNT(*) * 1.5 AS n FROM visits", **{"veil.epsilon": "1"})
+    assert outcome.table is not None
+    ((value,),) = outcome.table.rows
+    assert type(value) is float and abs(value - 4500) < 30  # 1.5 · (3,000 ± Laplace of scale 3)
+
+
 def test_a_reloaded_policy_and_accountant_apply_to_later_statements(service: QueryService) -> None:
     service.update_policy(clinic_policy(), accountant=get_accountant("zcdp"))
     outcome = run(service, "SELECT COUNT(*) FROM visits", **{"veil.epsilon": "0.5"})
