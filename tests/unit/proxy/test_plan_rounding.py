@@ -8,13 +8,17 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from budget.amounts import as_decimal
 from mechanisms.contribution_bound import selection_share
 from proxy.analysis.quantities import THRESHOLD_QUANTITY
+from proxy.errors import InvalidParameterValueError
+from proxy.query.planning import checked_epsilon
 from proxy.release.plan import bound_selection_epsilon, l2_sensitivity, split_delta, split_epsilon
+from tests.unit.proxy.policy_fixture import clinic_policy
 
 EPSILONS = st.floats(min_value=1e-6, max_value=50.0)
 
@@ -67,3 +71,11 @@ def test_the_people_count_l2_sensitivity_is_the_smallest_float_root(bound: int, 
     groups = 1 if cells == 1 else bound if cells is None else min(bound, cells)
     root = l2_sensitivity(THRESHOLD_QUANTITY, max_contributions=bound, cells=cells)
     assert Fraction(root) ** 2 >= groups > Fraction(math.nextafter(root, 0.0)) ** 2
+
+
+@pytest.mark.parametrize("epsilon", [0.0, -1.0, math.inf, math.nan])
+def test_an_epsilon_that_is_not_a_positive_number_is_refused_as_such(epsilon: float) -> None:
+    """Not "below the dataset's min_epsilon": an ε of 0 or less is no privacy loss at all."""
+    with pytest.raises(InvalidParameterValueError) as refused:
+        checked_epsilon(clinic_policy(), epsilon)
+    assert str(refused.value) == f"epsilon must be greater than 0, got {epsilon:g}"
