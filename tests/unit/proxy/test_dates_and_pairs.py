@@ -19,7 +19,8 @@ from proxy.analysis.quantities import exact_quantities, pair_statistics
 from proxy.analysis.shape import MAX_DERIVED_DOMAIN, QueryShape
 from proxy.analysis.statements import PrivateQuery, classify
 from proxy.config import ColumnType, DatasetPolicy, parse_config
-from proxy.errors import PolicyViolationError
+from proxy.errors import PolicyViolationError, UnsupportedQueryError
+from proxy.query import planning
 from proxy.query.planning import collect_histograms, prepare_release, resolve_group_domains, typed_key_rows
 from proxy.release.apply import ReleasedTable, null_notes, release
 from proxy.release.pairs import pair_noise_sd, pair_value
@@ -480,3 +481,19 @@ def test_an_expression_without_a_derivable_range_is_refused_with_how_to_clamp_it
     assert refused.value.hint == (
         "clamp it explicitly: veil_clamp(free * 2, lower, upper) — or declare bounds for its columns"
     )
+
+
+def test_a_group_by_with_too_many_public_cells_is_refused_before_the_engine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """366 days × 6 values of y: 2,196 cells, above a limit lowered to 1,000 for the test."""
+    monkeypatch.setattr(planning, "MAX_GROUP_CELLS", 1000)
+    shape = resolve_group_domains(
+        shape_of("SELECT day, y + 0, COUNT(*) FROM m GROUP BY 1, 2"),
+        execute=execute(engine_rows([])),
+        dialect="duckdb",
+    )
+    with pytest.raises(UnsupportedQueryError) as refused:
+        prepare_release(shape, epsilon=1.0, dialect="duckdb")
+    assert str(refused.value) == "the GROUP BY has 2196 public cells; at most 1000 are answered"
+    assert refused.value.hint == "group by fewer columns or filter with WHERE"
