@@ -498,3 +498,12 @@ def test_partition_balances_are_plain_data(ledger: Ledger) -> None:
     charge(ledger, 0.1, NORTH)
     record = dataclasses.asdict(ledger.partition_balances("alice", "demo")[0])
     assert record["column"] == REGION and record["value"] == "north"
+
+
+def test_partition_balances_name_the_analyst_the_dataset_and_the_accountant(ledger: Ledger) -> None:
+    charge(ledger, 0.4, NORTH)
+    rows = ledger.partition_balances("alice", "demo", accountant=get_accountant("zcdp"))
+    assert {(row.analyst, row.dataset, row.column, row.accountant) for row in rows} == {
+        ("alice", "demo", REGION, "zcdp")
+    }
+    assert [row.value for row in rows] == ["north", None]

@@ -284,3 +284,12 @@ def test_the_integrity_check_reports_a_damaged_page(tmp_path: Path, start: int, 
 
 def test_the_integrity_check_passes_a_sound_ledger(ledger: Ledger) -> None:
     ledger.store.check_integrity()
+
+
+def test_a_closed_store_opens_fresh_connections_when_used_again(ledger: Ledger) -> None:
+    """close() shuts every thread's connection; a later transaction opens a new one, in any thread."""
+    spend(ledger, 0.25)
+    ledger.store.close()
+    assert ledger.balance("alice", "demo").spent_epsilon == 0.25
+    spend(ledger, 0.25)
+    assert ledger.balance("alice", "demo").spent_epsilon == 0.5
