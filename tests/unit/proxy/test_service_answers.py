@@ -340,19 +340,19 @@ def test_a_union_all_charges_only_the_parts_not_answered_before(service: QuerySe
     assert spent(service) == pytest.approx(1.0)
 
 
-def test_a_union_all_is_charged_the_statements_epsilon_not_its_rounded_down_shares(
+def test_a_union_all_is_charged_the_statements_epsilon_not_the_float_sum_of_its_shares(
     service: QueryService,
 ) -> None:
-    """Three parts at ε = 0.7 get shares of 0.7/3 rounded down, which add up to less than 0.7: the ledger
-    entry and the charge are the statement's 0.7."""
+    """Three parts at ε = 0.9 get 0.3 each, which add up to 0.8999999999999999 in floats: the charge and
+    the ledger entry are the statement's 0.9."""
     outcome = run(
         service,
         "SELECT COUNT(*) FROM visits UNION ALL SELECT COUNT(*) FROM visits WHERE age > 30"
         " UNION ALL SELECT COUNT(*) FROM visits WHERE age > 60",
-        **{"veil.epsilon": "0.7"},
+        **{"veil.epsilon": "0.9"},
     )
-    assert outcome.charge is not None and outcome.charge.epsilon == 0.7
-    assert spent(service) == 0.7
+    assert outcome.charge is not None and outcome.charge.epsilon == 0.9
+    assert spent(service) == 0.9
 
 
 def test_a_decimal_computed_over_a_noisy_answer_is_sent_as_a_float(service: QueryService) -> None:
