@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime
 import decimal
-import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ import pytest
 
 from budget.ledger import Ledger
 from budget.loss import PrivacyLoss
-from proxy.backends.duckdb import DuckDBBackend
 from proxy.backends.postgres import PostgresBackend
 from proxy.cli.importer import import_table
 from proxy.config import ColumnType, load_config, write_document
@@ -26,6 +24,7 @@ from proxy.query.service import Principal, QueryService
 from proxy.settings import SessionSettings
 from proxy.wire.scram import make_scram_verifier
 from tests.postgres.conftest import in_schema
+from tests.service_fixture import serving
 
 pytestmark = pytest.mark.postgres
 
@@ -288,12 +287,8 @@ def imported_service(config_path: Path, tmp_path: Path, postgres_dsn: str) -> It
         pool_size=dataset.pool_size,
         statement_timeout_ms=dataset.statement_timeout_ms,
     )
-    sandbox = DuckDBBackend.sandbox()
-    try:
-        yield QueryService(dataset, backend=backend, sandbox=sandbox, ledger=ledger, rng=random.Random(7))
-    finally:
-        backend.close()
-        sandbox.close()
+    with serving(dataset, backend, ledger, seed=7) as service:
+        yield service
 
 
 def answer(service: QueryService, sql: str) -> list[tuple[Any, ...]]:

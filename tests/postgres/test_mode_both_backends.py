@@ -8,7 +8,6 @@ on the server of ``tests/postgres/conftest.py`` — skipped when it is unreachab
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from proxy.query.service import Principal, QueryService, StatementOutcome
 from proxy.settings import SessionSettings
 from proxy.wire.scram import make_scram_verifier
 from tests.postgres.conftest import in_schema
+from tests.service_fixture import serving
 from tests.unit.proxy.donors_fixture import (
     POSTGRES_DONORS,
     donors_policy,
@@ -59,12 +59,8 @@ def service(request: pytest.FixtureRequest, tmp_path: Path, ledger: Ledger) -> I
         dataset = donors_postgres_policy(dsn, schema)
         assert dataset.dsn is not None
         backend = PostgresBackend(dataset.dsn, schema=dataset.schema, pool_size=dataset.pool_size)
-    sandbox = DuckDBBackend.sandbox()
-    try:
-        yield QueryService(dataset, backend=backend, sandbox=sandbox, ledger=ledger, rng=random.Random(11))
-    finally:
-        backend.close()
-        sandbox.close()
+    with serving(dataset, backend, ledger, seed=11) as service:
+        yield service
 
 
 def run(service: QueryService, sql: str, settings: SessionSettings) -> StatementOutcome:

@@ -12,7 +12,6 @@ without the dialect fails in the engine, after the reservation, as a charged fai
 from __future__ import annotations
 
 import json
-import random
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,13 +24,13 @@ from psycopg import sql as pgsql
 from anonymizers.sensitive_qid import AttributeRelease
 from budget.ledger import Ledger
 from budget.loss import PrivacyLoss
-from proxy.backends.duckdb import DuckDBBackend
 from proxy.backends.postgres import PostgresBackend
 from proxy.query.service import Principal, QueryService, StatementOutcome
 from proxy.settings import SessionSettings
 from proxy.wire.scram import make_scram_verifier
 from tests.postgres.conftest import in_schema
 from tests.postgres.test_query_service_both_backends import postgres_clinic
+from tests.service_fixture import serving
 from tests.unit.proxy.policy_fixture import clinic_postgres_policy
 
 pytestmark = pytest.mark.postgres
@@ -49,12 +48,8 @@ def service(tmp_path: Path, postgres_dsn: str, fresh_schema: str) -> Iterator[Qu
     ledger.add_analyst("alice", make_scram_verifier("secret", iterations=1))
     ledger.grant("alice", "clinic", PrivacyLoss(10.0, 1e-5))
     backend = PostgresBackend(dataset.dsn, schema=dataset.schema, pool_size=1, statement_timeout_ms=30_000)
-    sandbox = DuckDBBackend.sandbox()
-    try:
-        yield QueryService(dataset, backend=backend, sandbox=sandbox, ledger=ledger, rng=random.Random(11))
-    finally:
-        backend.close()
-        sandbox.close()
+    with serving(dataset, backend, ledger, seed=11) as service:
+        yield service
 
 
 def run(service: QueryService, sql: str, **settings: str) -> StatementOutcome:

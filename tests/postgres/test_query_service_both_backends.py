@@ -38,6 +38,7 @@ from proxy.release.apply import release
 from proxy.settings import SessionSettings
 from proxy.wire.scram import make_scram_verifier
 from tests.postgres.conftest import in_schema
+from tests.service_fixture import serving
 from tests.unit.proxy.policy_fixture import clinic_policy, clinic_postgres_policy
 
 ALICE = Principal("alice")
@@ -114,12 +115,8 @@ def service(request: pytest.FixtureRequest, tmp_path: Path, ledger: Ledger) -> I
             pool_size=dataset.pool_size,
             statement_timeout_ms=dataset.statement_timeout_ms,
         )
-    sandbox = DuckDBBackend.sandbox()
-    try:
-        yield QueryService(dataset, backend=backend, sandbox=sandbox, ledger=ledger, rng=random.Random(7))
-    finally:
-        backend.close()
-        sandbox.close()
+    with serving(dataset, backend, ledger, seed=7) as service:
+        yield service
 
 
 @pytest.mark.postgres

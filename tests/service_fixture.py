@@ -1,0 +1,24 @@
+"""A query service for in-process tests: over a given backend, with a sandbox engine of its own."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from budget.ledger import Ledger
+from proxy.backends.base import Backend
+from proxy.backends.duckdb import DuckDBBackend
+from proxy.config import DatasetPolicy
+from proxy.query.service import QueryService
+
+
+@contextmanager
+def serving(dataset: DatasetPolicy, backend: Backend, ledger: Ledger, *, seed: int) -> Iterator[QueryService]:
+    """The service with a seeded noise source; the backend and the sandbox are closed after."""
+    sandbox = DuckDBBackend.sandbox()
+    try:
+        yield QueryService(dataset, backend=backend, sandbox=sandbox, ledger=ledger, rng=random.Random(seed))
+    finally:
+        backend.close()
+        sandbox.close()
