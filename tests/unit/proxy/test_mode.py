@@ -29,6 +29,7 @@ from proxy.release.plan import ReleasePlan, price_query
 from proxy.rewrite.bound_contributions import WEIGHT_UNIT
 from proxy.settings import SessionSettings
 from proxy.wire.scram import make_scram_verifier
+from tests.service_fixture import serving
 from tests.unit.proxy.donors_fixture import donors_policy, duckdb_donors
 
 K = WEIGHT_UNIT
@@ -163,12 +164,8 @@ def service(bank: tuple[DatasetPolicy, Path], tmp_path: Path) -> Iterator[QueryS
     ledger = Ledger.create(tmp_path / "ledger.sqlite")
     ledger.add_analyst("alice", make_scram_verifier("secret", iterations=1))
     ledger.grant("alice", "bank", PrivacyLoss(2.0))
-    backend, sandbox = DuckDBBackend(path), DuckDBBackend.sandbox()
-    try:
-        yield QueryService(dataset, backend=backend, sandbox=sandbox, ledger=ledger, rng=random.Random(7))
-    finally:
-        backend.close()
-        sandbox.close()
+    with serving(dataset, DuckDBBackend(path), ledger, seed=7) as service:
+        yield service
 
 
 def test_query_service_answers_modes_per_group_beside_other_aggregates(service: QueryService) -> None:

@@ -4,7 +4,6 @@ values and for any statement — in process on DuckDB, so that ``make mutants`` 
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from proxy.config import parse_config
 from proxy.query.service import Principal, QueryService, StatementOutcome
 from proxy.settings import SessionSettings
 from proxy.wire.scram import make_scram_verifier
+from tests.service_fixture import serving
 
 ALICE = Principal("alice")
 POLICY = """
@@ -47,12 +47,8 @@ def service(tmp_path: Path) -> Iterator[QueryService]:
     ledger = Ledger.create(tmp_path / "ledger.sqlite")
     ledger.add_analyst("alice", make_scram_verifier("secret", iterations=1))
     ledger.grant("alice", "clinic", PrivacyLoss(10.0, 0.0))
-    backend, sandbox = DuckDBBackend(tmp_path / "clinic.duckdb"), DuckDBBackend.sandbox()
-    try:
-        yield QueryService(dataset, backend=backend, sandbox=sandbox, ledger=ledger, rng=random.Random(3))
-    finally:
-        backend.close()
-        sandbox.close()
+    with serving(dataset, DuckDBBackend(tmp_path / "clinic.duckdb"), ledger, seed=3) as service:
+        yield service
 
 
 def run(service: QueryService, sql: str, epsilon: str) -> StatementOutcome:

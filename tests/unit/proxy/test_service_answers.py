@@ -31,6 +31,7 @@ from proxy.release.plan import bound_selection_epsilon
 from proxy.settings import SessionSettings
 from proxy.wire.scram import make_scram_verifier
 from proxy.wire.types import INT4
+from tests.service_fixture import serving
 from tests.unit.proxy.policy_fixture import HOSPITALS, clinic_policy
 
 ALICE = Principal("alice")
@@ -56,14 +57,8 @@ def service(tmp_path: Path) -> Iterator[QueryService]:
     ledger = Ledger.create(tmp_path / "ledger.sqlite")
     ledger.add_analyst("alice", make_scram_verifier("secret", iterations=1))
     ledger.grant("alice", "clinic", PrivacyLoss(10.0, 1e-5))
-    backend, sandbox = DuckDBBackend(path), DuckDBBackend.sandbox()
-    try:
-        yield QueryService(
-            clinic_policy(tmp_path), backend=backend, sandbox=sandbox, ledger=ledger, rng=random.Random(5)
-        )
-    finally:
-        backend.close()
-        sandbox.close()
+    with serving(clinic_policy(tmp_path), DuckDBBackend(path), ledger, seed=5) as service:
+        yield service
 
 
 def run(service: QueryService, sql: str, **settings: str) -> StatementOutcome:
