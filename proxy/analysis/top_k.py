@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from proxy.analysis.aggregates import AggregateKind
+from proxy.analysis.aggregates import Aggregate, AggregateKind
 from proxy.analysis.checks import SCALAR_NODES
 from proxy.analysis.output_names import output_name
 from proxy.analysis.refusals import refuse
@@ -106,20 +106,21 @@ def _ranks_by_count(shape: QueryShape) -> bool:
     """Whether the shape's one aggregate is a count top-k selects keys by: COUNT(*) or COUNT(DISTINCT
     unit), without a condition — a filtered count (``COUNT(*) FILTER (WHERE …)`` is a COUNT of a CASE) is
     answered as an ordinary query, since the selection counts every row or person of a key."""
-    if len(shape.aggregates) != 1:
-        return False
-    (aggregate,) = shape.aggregates
-    return aggregate.kind in COUNTS and aggregate.column is None
+    aggregate = _only_aggregate(shape)
+    return aggregate is not None and aggregate.kind in COUNTS and aggregate.column is None
 
 
 def _ranks_by_filtered_count(shape: QueryShape) -> bool:
     """A ranking by ``COUNT(*) FILTER (WHERE c)``: refused with its own reason, since the DP selection
     counts every row or person of a key and WHERE c says the same thing."""
-    if len(shape.aggregates) != 1:
+    aggregate = _only_aggregate(shape)
+    if aggregate is None or aggregate.column is None or aggregate.column.condition is None:
         return False
-    (aggregate,) = shape.aggregates
-    filtered = aggregate.column is not None and aggregate.column.condition is not None
-    return filtered and aggregate.kind in (AggregateKind.COUNT, AggregateKind.COUNT_UNITS)
+    return aggregate.kind in (AggregateKind.COUNT, AggregateKind.COUNT_UNITS)
+
+
+def _only_aggregate(shape: QueryShape) -> Aggregate | None:
+    return shape.aggregates[0] if len(shape.aggregates) == 1 else None
 
 
 def _resolved(node: exp.Expression, post: exp.Select) -> exp.Expression:
