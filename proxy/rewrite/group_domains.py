@@ -40,7 +40,12 @@ def domain_query(
     """``values``: the source column's values when they come from elsewhere (a lookup table)."""
     source = values if values is not None else source_values(key.source)
     rows = [exp.Tuple(expressions=[exp.convert(value)]) for value in source]
-    domain = exp.Values(expressions=rows, alias=exp.TableAlias(this="_dp_domain", columns=[key.source.name]))
+    domain = exp.Values(
+        expressions=rows,
+        alias=exp.TableAlias(
+            this=exp.to_identifier("_dp_domain"), columns=[exp.to_identifier(key.source.name)]
+        ),
+    )
     value = error_free(key.expression, table=table, dialect=dialect).as_("_dp_value")
     return exp.select(value, copy=False).distinct(copy=False).from_(domain, copy=False)
 
