@@ -598,3 +598,40 @@ def test_releases_refuse_invalid_parameters() -> None:
         p_value(math.nan, 3.0)
     with pytest.raises(MechanismError, match="delta must be a number strictly between 0 and 1"):
         noise_parameters(epsilon=1.0, delta=-0.5)
+
+
+# --- the greedy path's choice and the sound bound's num_k (fresh mutation sample, seed 1129) ------------
+
+
+def test_the_greedy_path_moves_the_group_that_still_has_real_records() -> None:
+    """A group of dummies only cannot move: the path must take the other group — choosing neither would
+    end Algorithm 8's path early, and S would be the maximum over fewer datasets than the spec's."""
+    dummies = (0.0, 1.0)
+    real = ttest._GreedyGroup(np.array([0.2, 0.9]), dummies)
+    empty = ttest._GreedyGroup(np.array([]), dummies)
+    assert ttest._greedy_choice(real, empty, 0.5, 0.1) is real
+    assert ttest._greedy_choice(empty, real, 0.1, 0.5) is real
+    assert ttest._greedy_choice(empty, ttest._GreedyGroup(np.array([]), dummies), 0.1, 0.5) is None
+
+
+def test_the_greedy_path_breaks_a_tie_toward_group_a() -> None:
+    """Algorithm 8 takes the group with the smaller neighbour variance, A on a tie (spec §5): the paper
+    mode must reproduce its S exactly, so the tie rule is part of the result."""
+    dummies = (0.0, 1.0)
+    group_a = ttest._GreedyGroup(np.array([0.3, 0.6]), dummies)
+    group_b = ttest._GreedyGroup(np.array([0.4, 0.7]), dummies)
+    assert ttest._greedy_choice(group_a, group_b, 0.25, 0.25) is group_a
+    assert ttest._greedy_choice(group_a, group_b, 0.25, 0.2) is group_b
+
+
+def test_num_k_uses_each_groups_own_size() -> None:
+    """num_k = min(m, |Δμ| + (k + 1)·m·(1/(n_A − k − 1) + 1/(n_B − k − 1))) with augmented sizes n_A = 12,
+    n_B = 42 and no gap between the means (every real value and the dummies' centre are 0.5): a bound that
+    used one group's size for both, or added k to one, would understate or misstate U_k — and U_k must
+    bound the local sensitivity of every dataset at distance k for the smooth bound to be sound."""
+    bounds = ttest._SoundBounds(np.full(10, 0.5), np.full(40, 0.5), m=1.0, dummies=(0.0, 1.0))
+    assert bounds.mean_gap == 0.0
+    for k, expected in ((0, 1 / 11 + 1 / 41), (1, 2 * (1 / 10 + 1 / 40)), (3, 4 * (1 / 8 + 1 / 38))):
+        assert bounds.mean_range(k) == pytest.approx(expected, rel=1e-12)
+    assert bounds.mean_range(10) == 1.0  # n_A − k − 1 = 1: 11·(1 + 1/31) > m, so m itself
+    assert bounds.mean_range(11) == 1.0  # no record left to change in A: the trivial bound m
