@@ -174,25 +174,31 @@ ROUNDING = FunctionSafety(
     NUMERIC,
     ArgumentCheck("the digits are an integer literal from -100 to 100", arguments.check_round_digits),
 )
+# DuckDB does not fail on these: it answers NaN or ±Infinity, which compare as numbers there. The
+# PostgreSQL guards are applied on it too, so that each row is NULL where PostgreSQL's would be.
+AS_POSTGRESQL = "the PostgreSQL guard (NULL where DuckDB would answer NaN or ±Infinity), under TRY(…)"
 ROOTS = FunctionSafety(
-    "square root", "`sqrt(x)`", TOTAL, Handling(Treatment.REWRITTEN, "CASE WHEN x >= 0 THEN sqrt(x) END")
+    "square root",
+    "`sqrt(x)`",
+    Handling(Treatment.REWRITTEN, AS_POSTGRESQL),
+    Handling(Treatment.REWRITTEN, "CASE WHEN x >= 0 THEN sqrt(x) END"),
 )
 LOGARITHMS = FunctionSafety(
     "logarithms",
     "`ln(x)`, `log(x)`, `log(b, x)`",
-    TOTAL,
+    Handling(Treatment.REWRITTEN, AS_POSTGRESQL),
     Handling(Treatment.REWRITTEN, "computed only for x > 0 (and b > 0, b ≠ 1); NULL otherwise"),
 )
 EXPONENTIALS = FunctionSafety(
     "exponential",
     "`exp(x)`",
-    TOTAL,
+    Handling(Treatment.REWRITTEN, AS_POSTGRESQL),
     Handling(Treatment.REWRITTEN, "computed only for x ≤ 709 (a finite double)"),
 )
 POWERS = FunctionSafety(
     "power",
     "`power(a, b)`, `a ^ b`",
-    TOTAL,
+    Handling(Treatment.REWRITTEN, AS_POSTGRESQL),
     Handling(
         Treatment.REWRITTEN,
         "computed only when defined (0 to a power ≥ 0; a negative base to an integer power) and at most "

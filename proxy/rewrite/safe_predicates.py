@@ -61,18 +61,21 @@ def error_free(condition: exp.Expression, *, table: TablePolicy, dialect: str) -
     check_argument_kinds(condition, table=table)
     if dialect == "duckdb":
         postgres_semantics = postgres_integer_division(condition.copy(), table=table)
-        return exp.Try(this=cast_to_try_cast(postgres_semantics))
+        return exp.Try(this=cast_to_try_cast(_postgres_domains(postgres_semantics, table)))
     if dialect == "spark":  # no TRY in Spark: ANSI mode off (backends/spark.py) answers NULL instead
-        tried = cast_to_try_cast(_spark_domains(spark_semantics(condition.copy(), table=table), table))
+        tried = cast_to_try_cast(_postgres_domains(spark_semantics(condition.copy(), table=table), table))
         for node in tried.find_all(exp.TryCast):
             node.set("safe", True)  # sqlglot writes an unsafe TRY_CAST as Spark's (ANSI-dependent) CAST
         return tried
     return _postgres_error_free(condition, table)
 
 
-def _spark_domains(expression: exp.Expression, table: TablePolicy) -> exp.Expression:
-    """Spark answers NaN or ±Infinity where PostgreSQL fails (DuckDB's TRY: NULL): square roots,
-    logarithms, exponentials and powers are computed only where defined, as for PostgreSQL."""
+def _postgres_domains(expression: exp.Expression, table: TablePolicy) -> exp.Expression:
+    """DuckDB and Spark answer NaN or ±Infinity where PostgreSQL fails — and TRY does not catch them, since
+    nothing failed: square roots, logarithms, exponentials and powers are computed only where defined, as
+    for PostgreSQL, so that a row is NULL there on every engine. Without it DuckDB counted
+    ``WHERE sqrt(x) > 1`` true for every negative x (NaN sorts above every number in DuckDB), and
+    ``power(a, 200) > 1`` true where PostgreSQL's value overflows."""
 
     def guard(node: exp.Expression) -> exp.Expression:
         rule = _DOMAIN_RULES.get(type(node))

@@ -570,3 +570,51 @@ def test_a_per_person_value_gets_its_bound_chosen_at_the_statements_epsilon(serv
     ((average,),) = outcome.table.rows
     assert abs(average - 3) <= 1
     assert outcome.charge is not None and outcome.charge.epsilon == 1.0 and spent(service) == 1.0
+
+
+def test_a_per_person_subquerys_filter_divides_integers_as_postgresql_does(service: QueryService) -> None:
+    """Clients speak PostgreSQL, where ``age / 10`` of integers is an integer: 240 patients have 600 visits
+    at ages 20 to 29, 2.5 each. DuckDB's own ``/`` would divide as reals and keep only age 20 (60 patients
+    with one visit each: 1.0), so the subquery's WHERE must be rewritten for the engine's dialect like
+    any other filter. At ε = 1 the average of 240 people's counts (bounded at 3 or more) is within 0.5."""
+    outcome = run(
+        service,
+        "SELECT AVG(n) FROM (SELECT patient_id, COUNT(*) AS n FROM visits WHERE age / 10 = 2"
+        " GROUP BY patient_id) AS p",
+        **{"veil.epsilon": "1"},
+    )
+    assert outcome.table is not None
+    ((average,),) = outcome.table.rows
+    assert abs(average - 2.5) <= 0.5
+
+
+def test_a_per_person_subquerys_filter_is_made_error_free_for_duckdb(service: QueryService) -> None:
+    """On DuckDB a text cast to a number is TRY_CAST (NULL where it does not convert); PostgreSQL's rewrite
+    refuses it. The subquery's WHERE must be rewritten for the dataset's engine, not PostgreSQL's: every
+    note is 'x', so every patient keeps its 3 visits (ε = 1: the average is within 0.5)."""
+    outcome = run(
+        service,
+        "SELECT AVG(n) FROM (SELECT patient_id, COUNT(*) AS n FROM visits WHERE CAST(note AS INTEGER) IS NULL"
+        " GROUP BY patient_id) AS p",
+        **{"veil.epsilon": "1"},
+    )
+    assert outcome.table is not None
+    ((average,),) = outcome.table.rows
+    assert abs(average - 3) <= 0.5
+
+
+@pytest.mark.parametrize(
+    ("condition", "visits"),
+    [("sqrt(age - 30) > 1", 2280), ("ln(age - 30) > 0", 2280), ("power(age, 200) > 1", 900)],
+)
+def test_functions_are_null_where_postgresql_would_fail_on_duckdb_too(
+    service: QueryService, condition: str, visits: int
+) -> None:
+    """DuckDB answers NaN for sqrt and ln of a negative number and ∞ for a power past a double's range —
+    and NaN > 1 is true there. PostgreSQL fails on such a row, and Veil makes it NULL; DuckDB must answer
+    the same: ages 32–69 of 20–69 are 38 of 50 (2,280 visits); 20^200 and above overflow except ages
+    20–34 (900 visits). Laplace noise of scale 3 at ε = 1: e^-20 beyond 60."""
+    outcome = run(service, f"SELECT COUNT(*) FROM visits WHERE {condition}", **{"veil.epsilon": "1"})
+    assert outcome.table is not None
+    ((count,),) = outcome.table.rows
+    assert abs(count - visits) <= 60
