@@ -24,6 +24,7 @@ from proxy.backends.duckdb import DuckDBBackend
 from proxy.config import ColumnType, FederationPolicy
 from proxy.errors import InvalidParameterValueError, ProxyError, UnsupportedQueryError
 from proxy.federation.exchange import FederatedCounts
+from proxy.query import service as service_module
 from proxy.query.planning import _typed
 from proxy.query.service import Principal, QueryService, StatementOutcome
 from proxy.query.ttest import NOTE as P_VALUE_NOTE
@@ -618,3 +619,58 @@ def test_functions_are_null_where_postgresql_would_fail_on_duckdb_too(
     assert outcome.table is not None
     ((count,),) = outcome.table.rows
     assert abs(count - visits) <= 60
+
+
+# --- a fresh sample of the query pipeline's mutants (seed 1130, docs/testing.md) --------------------------
+
+
+def test_discard_all_resets_the_sessions_settings(service: QueryService) -> None:
+    """Connection pools send DISCARD ALL before handing a connection to the next user: a ``veil.epsilon``
+    the previous user set must not carry over (nor what DISCARD PLANS does not touch be reset)."""
+    settings = SessionSettings({"veil.epsilon": "0.5"})
+    (plans,) = service.parse("DISCARD PLANS")
+    assert service.run(plans, principal=ALICE, settings=settings).tag == "DISCARD PLANS"
+    assert settings.get("veil.epsilon") == "0.5"
+    (discard,) = service.parse("DISCARD ALL")
+    assert service.run(discard, principal=ALICE, settings=settings).tag == "DISCARD ALL"
+    assert settings.get("veil.epsilon") == SessionSettings().get("veil.epsilon")
+
+
+def test_integer_literals_are_int4_up_to_2_to_the_31_minus_1() -> None:
+    """PostgreSQL types 2147483647 int4 and 2147483648 int8 (a client reads them as different types)."""
+    assert service_module._literal_oid(2**31 - 1) == INT4 and service_module._literal_oid(-(2**31)) == INT4
+    assert service_module._literal_oid(2**31) is None and service_module._literal_oid(-(2**31) - 1) is None
+
+
+def test_a_union_all_of_integer_parts_stays_integer(service: QueryService) -> None:
+    """Only an integer part of a column that is real in the union is widened: two counts stay counts."""
+    outcome = run(
+        service,
+        "SELECT COUNT(*) FROM visits UNION ALL SELECT COUNT(*) FROM visits WHERE age > 30",
+        **{"veil.epsilon": "1"},
+    )
+    assert outcome.table is not None and outcome.table.columns[0].type is ColumnType.INTEGER
+    assert all(type(value) is int for (value,) in outcome.table.rows)
+
+
+def test_a_union_all_notice_names_the_stored_part_and_the_delta(service: QueryService) -> None:
+    """The NOTICE of a union says which part was a stored answer (free) and the δ the statement spent."""
+    run(service, "SELECT COUNT(*) FROM visits", **{"veil.epsilon": "0.5"})
+    union = "SELECT COUNT(*) FROM visits UNION ALL SELECT COUNT(*) FROM visits WHERE age > 30"
+    outcome = run(service, union, **{"veil.epsilon": "1"})
+    assert "part 1: the stored answer, free" in outcome.notices[0], outcome.notices
+    gaussian = run(
+        service, union, **{"veil.epsilon": "1", "veil.mechanism": "gaussian", "veil.delta": "1e-6"}
+    )
+    assert "ε=1, δ=1e-06 in 2 parts of a UNION ALL" in gaussian.notices[0], gaussian.notices
+
+
+def test_a_query_with_a_remembered_bound_asked_again_gets_its_stored_answer(service: QueryService) -> None:
+    """COUNT(*) chooses and remembers ratings' bound; SUM(stars) reuses it (its answer stored under the
+    plan with the remembered bound); SUM(stars) again is that stored answer — free, with its notice."""
+    run(service, "SELECT COUNT(*) FROM ratings", **{"veil.epsilon": "1"})
+    first = run(service, "SELECT SUM(stars) FROM ratings", **{"veil.epsilon": "1"})
+    again = run(service, "SELECT SUM(stars) FROM ratings", **{"veil.epsilon": "1"})
+    assert again.table == first.table and again.charge is not None and again.charge.cached
+    assert "this is the stored answer of the same query asked before, so it spent nothing" in again.notices[0]
+    assert spent(service) == 2.0
