@@ -9,7 +9,6 @@ against the truth at ε = 10 per statement.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +17,6 @@ import psycopg
 import pytest
 import tomli_w
 
-from budget.ledger import Ledger
 from budget.loss import PrivacyLoss
 from proxy.backends.base import Backend
 from proxy.backends.duckdb import DuckDBBackend
@@ -26,9 +24,8 @@ from proxy.backends.postgres import PostgresBackend
 from proxy.config import parse_config
 from proxy.query.service import Principal, QueryService
 from proxy.settings import SessionSettings
-from proxy.wire.scram import make_scram_verifier
 from tests.postgres.conftest import in_schema
-from tests.service_fixture import serving
+from tests.service_fixture import granted_ledger, serving
 
 POLICY = """
 [datasets.shop]
@@ -114,10 +111,8 @@ def service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[QuerySer
         backend = PostgresBackend(dsn, schema=schema)
     dataset = parse_config(POLICY.replace("LOCATION", location), path=tmp_path / "veil.toml").dataset("shop")
     assert dataset is not None
-    ledger = Ledger.create(tmp_path / "ledger.sqlite")
-    ledger.add_analyst("alice", make_scram_verifier("secret", iterations=1))
-    ledger.grant("alice", "shop", PrivacyLoss(1000.0, 0.0))
-    with serving(dataset, backend, ledger, seed=random.randrange(2**32)) as service:
+    ledger = granted_ledger(tmp_path / "ledger.sqlite", "shop", PrivacyLoss(1000.0, 0.0))
+    with serving(dataset, backend, ledger, seed=3) as service:
         yield service
 
 

@@ -6,13 +6,13 @@ it must give exactly the table the sandbox would — names, types and values —
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
 import pytest
 
-from budget.ledger import Ledger
 from budget.loss import PrivacyLoss
 from proxy.analysis.shape import QueryShape
 from proxy.backends.duckdb import DuckDBBackend
@@ -20,7 +20,7 @@ from proxy.config import parse_config
 from proxy.query.service import Principal, QueryService
 from proxy.release.apply import ReleasedTable
 from proxy.settings import SessionSettings
-from proxy.wire.scram import make_scram_verifier
+from tests.service_fixture import granted_ledger
 from tests.unit.proxy.test_dates_and_pairs import POLICY
 
 QUERIES = [
@@ -56,16 +56,14 @@ def answer(backend: tuple[Path, DuckDBBackend], sql: str, settings: dict[str, st
     folder, engine = backend
     dataset = parse_config(POLICY, path=folder / "veil.toml").dataset("lab")
     assert dataset is not None
-    ledger = Ledger.create(folder / f"ledger-{random.randrange(10**9)}.sqlite")
-    ledger.add_analyst("a", make_scram_verifier("s", iterations=1))
-    ledger.grant("a", "lab", PrivacyLoss(10.0, 0.5))
+    ledger = granted_ledger(folder / f"ledger-{uuid.uuid4().hex}.sqlite", "lab", PrivacyLoss(10.0, 0.5))
     sandbox = DuckDBBackend.sandbox()
     try:
         service = QueryService(dataset, backend=engine, sandbox=sandbox, ledger=ledger, rng=random.Random(7))
         (tree,) = service.parse(sql)
         outcome = service.run(
             tree,
-            principal=Principal("a"),
+            principal=Principal("alice"),
             settings=SessionSettings({"veil.epsilon": "1", "veil.delta": "1e-6", **settings}),
         )
     finally:

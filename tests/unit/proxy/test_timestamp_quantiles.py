@@ -10,14 +10,12 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from budget.ledger import Ledger
 from budget.loss import PrivacyLoss
 from proxy.backends.duckdb import DuckDBBackend
 from proxy.config import parse_config
 from proxy.query.service import Principal, QueryService
 from proxy.settings import SessionSettings
-from proxy.wire.scram import make_scram_verifier
-from tests.service_fixture import serving
+from tests.service_fixture import granted_ledger, serving
 
 POLICY = """
 [datasets.log]
@@ -45,9 +43,7 @@ def service(tmp_path: Path) -> Iterator[QueryService]:
         )
     dataset = parse_config(POLICY, path=tmp_path / "veil.toml").dataset("log")
     assert dataset is not None
-    ledger = Ledger.create(tmp_path / "ledger.sqlite")
-    ledger.add_analyst("alice", make_scram_verifier("secret", iterations=1))
-    ledger.grant("alice", "log", PrivacyLoss(100.0, 0.0))
+    ledger = granted_ledger(tmp_path / "ledger.sqlite", "log", PrivacyLoss(100.0, 0.0))
     with serving(dataset, DuckDBBackend(tmp_path / "log.duckdb"), ledger, seed=11) as service:
         yield service
 

@@ -11,7 +11,6 @@ import duckdb
 import pytest
 import sqlglot
 
-from budget.ledger import Ledger
 from budget.loss import PrivacyLoss
 from proxy.analysis.statements import PrivateQuery, classify
 from proxy.backends.duckdb import DuckDBBackend
@@ -20,8 +19,7 @@ from proxy.query.planning import prepare_release, resolve_group_domains
 from proxy.query.service import Principal, QueryService
 from proxy.release.top_k import TopKPlan, release_top_k
 from proxy.settings import SessionSettings
-from proxy.wire.scram import make_scram_verifier
-from tests.service_fixture import serving
+from tests.service_fixture import granted_ledger, serving
 
 POLICY = """
 [datasets.shop]
@@ -93,9 +91,7 @@ def service(tmp_path: Path) -> Iterator[QueryService]:
     """alice holds ε = 100 and δ = 1e-5 on the shop."""
     with duckdb.connect(str(tmp_path / "shop.duckdb")) as connection:
         connection.execute(BUYS)
-    ledger = Ledger.create(tmp_path / "ledger.sqlite")
-    ledger.add_analyst("alice", make_scram_verifier("secret", iterations=1))
-    ledger.grant("alice", "shop", PrivacyLoss(100.0, 1e-5))
+    ledger = granted_ledger(tmp_path / "ledger.sqlite", "shop", PrivacyLoss(100.0, 1e-5))
     with serving(shop(tmp_path), DuckDBBackend(tmp_path / "shop.duckdb"), ledger, seed=11) as service:
         yield service
 
