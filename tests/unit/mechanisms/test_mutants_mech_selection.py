@@ -590,3 +590,28 @@ def test_the_bound_selection_has_sensitivity_one() -> None:
     ]
     p = math.exp(-1) / 2
     assert abs(chosen.count(2) / draws - p) <= 4.5 * math.sqrt(p * (1 - p) / draws)
+
+
+def test_histogram_prefix_sums_do_not_overflow() -> None:
+    """Weighted counts can exceed int64 when summed: four cells of 2**62 total 2**64. The median's target
+    rank 2**63 is the middle grid point's count exactly; every other point is 2**62 ranks off, so it is the
+    answer at any seed (an int64 cumulative sum would wrap to negative counts and pick an end)."""
+    counts = [2**62] * 4
+    for seed in range(10):
+        median = dp_quantile_from_histogram(
+            counts, q=0.5, lower=0.0, upper=1.0, epsilon=1.0, sensitivity=1, rng=random.Random(seed)
+        )
+        assert median == 0.5
+
+
+def test_histogram_min_counts_no_values_below_the_lower_bound() -> None:
+    """q = 0 over counts (0, 5, 5) on the grid 0, 1/3, 2/3, 1: #{x < y} is 0 at both 0 and 1/3 (the first
+    cell is empty), so both are best and the others are ≥ 5 ranks off; at ε = 50 (gap·ε/2 ≥ 125) both best
+    points appear over 40 seeds (each with probability 1/2 per draw) and nothing else does."""
+    answers = {
+        dp_quantile_from_histogram(
+            [0, 5, 5], q=0.0, lower=0.0, upper=1.0, epsilon=50.0, sensitivity=1, rng=random.Random(seed)
+        )
+        for seed in range(40)
+    }
+    assert answers == {0.0, 1 / 3}
