@@ -297,6 +297,23 @@ def test_ranks_count_the_values_strictly_below_a_grid_point() -> None:
     assert answers == {2.0, 3.0}
 
 
+@pytest.mark.parametrize(("q", "expected"), [(0.75, 6.0), (0.125, 1.0), (1.0, 8.0)])
+def test_the_target_rank_counts_every_value(q: float, expected: float) -> None:
+    """q·n with n the number of values (the histogram's total): for 8 values 0.5, …, 7.5 on the grid 0..8,
+    #{x < j} = j, so the target 8q is the one grid point scoring 0; its neighbours are a whole rank off
+    (gap·ε/2 >= 100 at ε = 200 with the scaled sensitivity). A target from 7 values would pick 5 for q = 0.75."""
+    values = [i + 0.5 for i in range(8)]
+    for seed in range(10):
+        y = dp_quantile(
+            values, q=q, lower=0.0, upper=8.0, epsilon=200.0, rng=random.Random(seed), grid_size=8
+        )
+        assert y == expected
+        from_histogram = dp_quantile_from_histogram(
+            [1] * 8, q=q, lower=0.0, upper=8.0, epsilon=200.0, sensitivity=1, rng=random.Random(seed)
+        )
+        assert from_histogram == expected
+
+
 def test_the_target_rank_is_q_times_n_exactly() -> None:
     """q = 0.25 of 8 values 0.5, 1.5, …, 7.5 on the grid 0..8: #{x < j} = j, target 2: only grid point 2
     scores 0, the neighbours are 1 rank off; at ε = 200 (gap·ε/2 = 100 per rank) it is always 2."""
