@@ -234,6 +234,20 @@ def test_discrete_mechanism_adds_the_noise_to_the_value() -> None:
     assert len(set(a)) > 3  # noise is there
 
 
+def test_discrete_mechanism_is_the_value_plus_the_samplers_draw() -> None:
+    """value + K with K the discrete Laplace draw at the rounded-up scale (same seed, same draw)."""
+    from mechanisms.discrete_laplace import sample_discrete_laplace
+
+    scale = _round_up(Fraction(3) / Fraction(0.7))
+    noises = [sample_discrete_laplace(scale, rng=random.Random(seed)) for seed in range(20)]
+    outputs = [
+        discrete_laplace_mechanism(100, sensitivity=3.0, epsilon=0.7, rng=random.Random(seed))
+        for seed in range(20)
+    ]
+    assert outputs == [100 + noise for noise in noises]
+    assert any(noise > 0 for noise in noises) and any(noise < 0 for noise in noises)
+
+
 def test_discrete_mechanism_accepts_numpy_like_integrals_and_refuses_bools() -> None:
     np = pytest.importorskip("numpy")
     assert (
