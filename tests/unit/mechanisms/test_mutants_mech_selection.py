@@ -529,6 +529,8 @@ def test_candidates_refuse_a_cap_below_one_exactly() -> None:
     assert bound_candidates(2) == [1, 2]
     assert bound_candidates(3) == [1, 2, 3]
     assert bound_candidates(100) == [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 100]
+    # a bound is a row count: ints, never 3.0 (dp_contribution_bound returns one of them as L)
+    assert all(type(candidate) is int for candidate in bound_candidates(1000))
 
 
 def test_nearest_candidate_is_nearest_in_ratio_and_the_smaller_on_a_tie() -> None:
