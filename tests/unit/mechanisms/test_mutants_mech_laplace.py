@@ -100,6 +100,30 @@ def test_grid_upper_tail_is_half_a_step_below_the_grid_units_point(
         assert abs(tail - continuous) <= sensitivity / epsilon * 1e-5 + 2 * float(step) + continuous * 1e-5
 
 
+# Probabilities at the float edges of the starting guess ⌈-(log(probability) + ln(1 + p))·s⌉ (found by a search
+# over adjacent floats): the guess is one too high, one too low, or the tail equals the limit exactly.
+FLOAT_EDGE_CASES = [
+    pytest.param(4.0, 0.34097728429818025, 1.0, id="guess-one-high"),
+    pytest.param(10.0, 0.2881146870837444, 5.0, id="guess-one-high-at-scale-10"),
+    pytest.param(5.0, 0.45016600313768806, 0.0, id="guess-2-for-m-1"),
+    pytest.param(2.0, 0.08424070997571619, 4.0, id="guess-one-low"),
+    pytest.param(2.0, 0.05109457339623175, 5.0, id="guess-one-low-again"),
+    pytest.param(1.0, 0.2689414216389366, 0.0, id="tail-equal-to-the-limit"),
+    pytest.param(1.0, 0.036397263471562746, 2.0, id="tail-equal-to-the-limit-at-m-3"),
+]
+
+
+@pytest.mark.parametrize(("sensitivity", "probability", "expected"), FLOAT_EDGE_CASES)
+def test_the_tail_point_is_exact_where_the_float_guess_is_off(
+    sensitivity: float, probability: float, expected: float
+) -> None:
+    """The walk from the guess corrects it both ways, and a tail equal to the limit counts as safe
+    (P[K >= m] <= probability): t is the smallest safe m minus 1 in every case (ε = 1, so the scale is Δ)."""
+    tail = discrete_laplace_upper_tail(sensitivity=sensitivity, epsilon=1.0, probability=probability)
+    assert tail == expected
+    assert_smallest_safe_point(Fraction(sensitivity), int(tail) + 1, probability)
+
+
 def test_huge_scales_find_the_tail_point_without_walking_to_it() -> None:
     """At scale 10^9 the tail point is about 1.4·10^10 units: the starting guess is the continuous
     quantile, so only a few steps are walked (a wrong guess would walk for ever)."""
