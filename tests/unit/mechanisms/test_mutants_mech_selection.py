@@ -197,6 +197,13 @@ def test_score_gap_bound_uses_min_k_candidates_rounds() -> None:
             "confidence must be strictly between 0 and 1, got 0.0",
             "use e.g. confidence=0.95",
         ),
+        # refused on entry with the caller's value, not later with the per-round confidence derived from it
+        ({"confidence": 1}, "confidence must be strictly between 0 and 1, got 1", "use e.g. confidence=0.95"),
+        (
+            {"confidence": 1.5},
+            "confidence must be strictly between 0 and 1, got 1.5",
+            "use e.g. confidence=0.95",
+        ),
     ],
 )
 def test_score_gap_bound_refusals_are_exact(arguments: dict[str, object], message: str, hint: str) -> None:
