@@ -146,3 +146,143 @@ def test_the_integrity_check_passes_on_an_error_that_is_not_damage(path: Path) -
     with pytest.raises(LedgerStoreError, match="another thread held it") as raised:
         store.check_integrity()
     assert raised.value.fault == "locked"
+
+
+def test_a_ledger_deleted_while_open_is_not_made_again_empty(path: Path) -> None:
+    """Opened without ``create``, the store connects read-write only: a file that vanished is an error,
+    never a fresh empty ledger that would forget every spend."""
+    store = SQLiteStore(path)
+    path.unlink()
+    try:
+        with pytest.raises(LedgerStoreError) as missing, store.transaction(write=False):
+            pass
+    finally:
+        store.close()
+    assert missing.value.fault == "io"
+    assert not path.exists()
+
+
+def test_create_makes_the_file_and_open_refuses_a_missing_one(tmp_path: Path) -> None:
+    made = open_store(tmp_path / "new.sqlite", create=True)
+    try:
+        with made.transaction(write=True) as transaction:
+            transaction.execute("CREATE TABLE t (x)")
+    finally:
+        made.close()
+    assert (tmp_path / "new.sqlite").is_file()
+    missing = tmp_path / "missing.sqlite"
+    with pytest.raises(LedgerStoreError) as refused:
+        open_store(missing)
+    assert refused.value.message == (
+        f"no ledger at {missing}; run `veil init-demo`, or set ledger.path in veil.toml to an existing ledger"
+    )
+    assert refused.value.hint == "run `veil init-demo`, or set ledger.path in veil.toml to an existing ledger"
+    assert not missing.exists()
+
+
+def test_open_store_keeps_the_path_and_the_lock_timeout(path: Path) -> None:
+    store = open_store(str(path), lock_timeout=0.3)
+    try:
+        assert isinstance(store, SQLiteStore)
+        assert (store.path, store.location, store.description, store.lock_timeout) == (
+            path,
+            str(path),
+            str(path),
+            0.3,
+        )
+        assert "spends" in store.tables()
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("location", "dsn"),
+    [
+        ("postgresql://veil@db/ledger", True),
+        ("postgres://veil@db/ledger", True),
+        ("host=db dbname=ledger user=veil", True),
+        ("/srv/veil/ledger.sqlite", False),
+        ("postgresql.sqlite", False),
+        ("ledger-dbname.sqlite", False),
+    ],
+)
+def test_a_dsn_is_told_from_a_path(location: str, dsn: bool) -> None:
+    from budget.store import is_dsn
+
+    assert is_dsn(location) is dsn
+
+
+def test_a_thread_waiting_for_the_writer_too_long_is_locked_with_a_hint(store: SQLiteStore) -> None:
+    """Threads of one process queue in the store before SQLite's lock; one kept waiting past the
+    timeout is refused as ``locked``."""
+    import threading
+
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with store.transaction(write=True):
+            holding.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        holding.wait(30)
+        with pytest.raises(LedgerStoreError) as waited, store.transaction(write=True):
+            pass
+        with store.transaction(write=False) as transaction:  # readers do not queue
+            assert transaction.execute("SELECT 1") == [(1,)]
+    finally:
+        release.set()
+        holder.join()
+    assert waited.value.message == f"cannot use the ledger at {store.path}: another thread held it for 0.2 s"
+    assert waited.value.hint == "check for a stuck veil process" and waited.value.fault == "locked"
+    with store.transaction(write=True) as transaction:  # the turn was given back
+        assert transaction.execute("SELECT 2") == [(2,)]
+
+
+@pytest.mark.parametrize(("durable", "level"), [(True, 2), (False, 1)])
+def test_a_transaction_that_need_not_be_durable_skips_the_flush(
+    store: SQLiteStore, durable: bool, level: int
+) -> None:
+    """``synchronous`` FULL (2) flushes at every commit; NORMAL (1) in WAL mode does not."""
+    with store.transaction(write=True, durable=durable) as transaction:
+        assert transaction.execute("PRAGMA synchronous") == [(level,)]
+    with store.transaction(write=True) as transaction:  # durable is the default
+        assert transaction.execute("PRAGMA synchronous") == [(2,)]
+
+
+def test_a_failing_body_rolls_back_and_its_error_passes_unchanged(store: SQLiteStore) -> None:
+    with pytest.raises(KeyError), store.transaction(write=True) as transaction:
+        transaction.execute("INSERT INTO answers VALUES ('a', 'd', 'v', 'q', 'x', 1, 'now')")
+        raise KeyError("stop")
+    with store.transaction(write=False) as transaction:
+        assert transaction.execute("SELECT count(*) FROM answers") == [(0,)]
+    with store.transaction(write=True) as transaction:
+        transaction.execute(
+            "INSERT INTO answers VALUES (?, ?, ?, ?, ?, ?, ?)", ["a", "d", "v", "q", "x", 1, "now"]
+        )
+    with store.transaction(write=False) as transaction:
+        assert transaction.execute("SELECT answer FROM answers WHERE analyst = ?", ("a",)) == [("x",)]
+
+
+def test_a_store_closed_from_another_thread_closes_every_threads_connection(store: SQLiteStore) -> None:
+    """Connections are kept per thread; close() (from any thread) closes them all, and the store opens
+    new ones when used again."""
+    import threading
+
+    used: list[sqlite3.Connection] = []
+
+    def use() -> None:
+        with store.transaction(write=False) as transaction:
+            transaction.execute("SELECT 1")
+        used.append(store._connection())
+
+    worker = threading.Thread(target=use)
+    worker.start()
+    worker.join()
+    store.close()
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        used[0].execute("SELECT 1")
+    with store.transaction(write=False) as transaction:
+        assert transaction.execute("SELECT 1") == [(1,)]
