@@ -332,3 +332,29 @@ def test_order_puts_integers_before_text_and_sql_literals_quote_text_only() -> N
     assert order(5) == (False, 5) and order("a") == (True, "a")
     assert sql_literal(-3) == "-3" and sql_literal("it's") == "'it''s'"
     assert Partition("t.c", (3,)).describe() == "t.c = 3"
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "delta", "message"),
+    [
+        (-1.0, 0.0, "epsilon must be a finite number >= 0, got -1.0"),
+        (math.nan, 0.0, "epsilon must be a finite number >= 0, got nan"),
+        (math.inf, 0.0, "epsilon must be a finite number >= 0, got inf"),
+        (0.1, 1.0, "delta must be in [0, 1), got 1.0"),
+        (0.1, 1.5, "delta must be in [0, 1), got 1.5"),
+        (0.1, -1e-9, "delta must be in [0, 1), got -1e-09"),
+    ],
+)
+def test_a_release_outside_the_ranges_of_a_privacy_loss_is_refused(
+    epsilon: float, delta: float, message: str
+) -> None:
+    """A δ of 1 or more would be charged (it is a whole number of quanta) yet promises nothing."""
+    with pytest.raises(InvalidBudgetError) as refused:
+        Release(epsilon, delta)
+    assert str(refused.value) == message
+
+
+def test_a_charge_refused_as_negative_names_the_amount() -> None:
+    with pytest.raises(InvalidBudgetError) as refused:
+        charge_units(-1.0, name="delta")
+    assert str(refused.value) == "delta must be a finite number >= 0, got -1.0"
