@@ -286,3 +286,33 @@ def test_a_store_closed_from_another_thread_closes_every_threads_connection(stor
         used[0].execute("SELECT 1")
     with store.transaction(write=False) as transaction:
         assert transaction.execute("SELECT 1") == [(1,)]
+
+
+def test_a_dsn_opens_a_postgres_store_with_the_schema_and_lock_timeout_asked_for() -> None:
+    """No server is needed: a PostgreSQL store connects on its first transaction."""
+    from budget.postgres_store import DEFAULT_SCHEMA, PostgresStore
+
+    store = open_store("postgresql://veil@127.0.0.1:1/ledger", schema="team_a", lock_timeout=0.3)
+    assert isinstance(store, PostgresStore)
+    assert (store.schema, store.lock_timeout) == ("team_a", 0.3)
+    assert store.location == "user=veil dbname=ledger host=127.0.0.1 port=1"
+    default = open_store("host=127.0.0.1 port=1 dbname=ledger")
+    assert isinstance(default, PostgresStore)
+    assert (default.schema, default.lock_timeout) == (
+        DEFAULT_SCHEMA,
+        30.0,
+    ) and DEFAULT_SCHEMA == "veil_ledger"
+    store.close()
+    default.close()
+
+
+def test_a_new_file_is_created_only_when_asked(tmp_path: Path) -> None:
+    """``create`` makes the file (mode rwc); the same store without it would refuse the missing file."""
+    fresh = tmp_path / "fresh.sqlite"
+    store = SQLiteStore(fresh, create=True)
+    try:
+        with store.transaction(write=False) as transaction:
+            assert transaction.execute("SELECT 1") == [(1,)]
+    finally:
+        store.close()
+    assert fresh.is_file()
