@@ -316,3 +316,41 @@ def test_a_new_file_is_created_only_when_asked(tmp_path: Path) -> None:
     finally:
         store.close()
     assert fresh.is_file()
+
+
+def test_a_thread_keeps_its_connection_across_transactions(store: SQLiteStore) -> None:
+    """Connections are kept per thread (a query does not pay for connecting): a temporary table, which
+    lives in one connection, is still there in the thread's next transaction, and absent in another
+    thread's."""
+    import threading
+
+    with store.transaction(write=True) as transaction:
+        transaction.execute("CREATE TEMP TABLE scratch (x)")
+        transaction.execute("INSERT INTO scratch VALUES (1)")
+    with store.transaction(write=False) as transaction:
+        assert transaction.execute("SELECT x FROM scratch") == [(1,)]
+    seen: list[object] = []
+
+    def other() -> None:
+        try:
+            with store.transaction(write=False) as transaction:
+                seen.append(transaction.execute("SELECT x FROM scratch"))
+        except LedgerStoreError as error:
+            seen.append(error)
+
+    worker = threading.Thread(target=other)
+    worker.start()
+    worker.join()
+    assert isinstance(seen[0], LedgerStoreError) and "no such table: scratch" in seen[0].message
+
+
+@pytest.mark.parametrize("timeout", [0.2, 12.5])
+def test_sqlite_waits_for_another_process_as_long_as_the_lock_timeout(path: Path, timeout: float) -> None:
+    """SQLite's busy timeout (how long a writer waits for another process's lock) is the store's
+    ``lock_timeout``, not the sqlite3 module's default of 5 s."""
+    store = SQLiteStore(path, lock_timeout=timeout)
+    try:
+        with store.transaction(write=False) as transaction:
+            assert transaction.execute("PRAGMA busy_timeout") == [(int(timeout * 1000),)]
+    finally:
+        store.close()
