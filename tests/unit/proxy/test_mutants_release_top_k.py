@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,20 @@ def test_the_score_gap_is_at_the_confidence_asked(confidence: float) -> None:
     selection = TopKSelection(k=4, epsilon=0.3, candidates=None, partitions=None)
     expected = (4 / 0.3) * (math.log(1_000_000) + math.log(4 / (1 - confidence)))
     assert selection.score_gap(confidence) == pytest.approx(expected, rel=1e-12)
+
+
+def test_each_partition_gets_its_own_top_k(shop: DatasetPolicy) -> None:
+    """Top-2 genres per region: two keys from each region, each the best of its own region (at ε = 400
+    the selection and the counts are exact but with probability about e⁻⁹⁰). Scores come as PostgreSQL's
+    NUMERIC (Decimal) as well as integers."""
+    plan = top_k_plan(PARTITIONED, shop, epsilon=400.0)
+    scores = [
+        ("east", "a", 50),
+        ("east", "b", Decimal(40)),
+        ("east", "c", 30),
+        ("west", "d", Decimal(20)),
+        ("west", "e", 10),
+        ("west", "f", 5),
+    ]
+    table = release_top_k(plan, scores, rng=random.Random(8))
+    assert sorted(table.rows) == [("east", "a", 50), ("east", "b", 40), ("west", "d", 20), ("west", "e", 10)]
