@@ -4,9 +4,16 @@ of the noisy table alone. Found open by ``make mutants`` (docs/testing.md)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from proxy.analysis.parse import parse_statements
+from proxy.analysis.statements import PrivateQuery, classify
+from proxy.config import DatasetPolicy, parse_config
+from proxy.release.plan import price_query
 from proxy.release.present import Presentation, present
+from tests.unit.proxy.policy_fixture import POLICY
 from tests.unit.proxy.test_present import RAW, noisy_table, plan_for
 
 OFF = Presentation(rounding="off")
@@ -33,3 +40,35 @@ def test_a_sum_is_clamped_only_to_the_sign_its_bounds_fix(sql: str, drawn: float
     assert table.rows == [(shown,)]
     assert type(table.rows[0][0]) is type(drawn), "a clamped integer sum stays an integer, a real one real"
     assert present(plan, noisy_table(plan, (drawn, 10.0)), RAW).rows == [(drawn,)]
+
+
+def integer_age_between(lower: float, upper: float) -> DatasetPolicy:
+    """The clinic with visits.age an INTEGER column declared in [lower, upper] (bounds need not be whole)."""
+    declared = 'age = { type = "integer", lower = 0, upper = 100 }'
+    assert POLICY.count(declared) == 2  # visits, then patients
+    policy = POLICY.replace(declared, f'age = {{ type = "integer", lower = {lower}, upper = {upper} }}', 1)
+    dataset = parse_config(policy, path=Path("/nonexistent/veil.toml")).dataset("clinic")
+    assert dataset is not None
+    return dataset
+
+
+@pytest.mark.parametrize(
+    ("lower", "upper", "drawn", "shown"),
+    [
+        (0.5, 1.5, 3, 1),  # the only integer in range is 1: a rounded quantile is clamped to it
+        (0.5, 1.5, -2, 1),
+        (0.5, 2.5, 3, 2),
+        (0.5, 0.7, 3, 3),  # no integer in range: the value is left as drawn, not forced out of it
+    ],
+)
+def test_an_integer_quantile_is_clamped_to_the_integers_within_its_bounds(
+    lower: float, upper: float, drawn: int, shown: int
+) -> None:
+    statement = classify(
+        parse_statements("SELECT MEDIAN(age) FROM visits")[0], integer_age_between(lower, upper)
+    )
+    assert isinstance(statement, PrivateQuery)
+    plan = price_query(statement.shape, epsilon=1.0)
+    table = present(plan, noisy_table(plan, (drawn, 0.1)), Presentation(rounding=0))
+    assert table.rows == [(shown,)]
+    assert type(table.rows[0][0]) is int
