@@ -4,14 +4,18 @@ the target of the DP choice of L, and more below as the mutation run finds them.
 from __future__ import annotations
 
 import dataclasses
+import math
+from fractions import Fraction
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from mechanisms.contribution_bound import bound_target
 from proxy.analysis.parse import parse_statements
 from proxy.analysis.shape import QueryShape
 from proxy.analysis.statements import PrivateQuery, classify
-from proxy.release.plan import ReleasePlan, bound_target_people, price_query
+from proxy.release.plan import ReleasePlan, _float_at_most, bound_target_people, price_query
 from tests.unit.proxy.policy_fixture import clinic_policy
 
 
@@ -54,3 +58,28 @@ def test_a_plan_without_noisy_quantities_aims_at_its_own_epsilon() -> None:
     """No measurement to share ε with: the query's ε is the ε of "one quantity"."""
     plan = dataclasses.replace(plan_for("SELECT COUNT(*) FROM visits", epsilon=0.25), measurements=())
     assert bound_target_people(plan) == 4
+
+
+# -- _float_at_most: the probability τ is computed for -------------------------------------------------
+
+
+@given(st.fractions(min_value=Fraction(1, 10**12), max_value=1))
+def test_the_tail_probability_is_the_largest_float_not_above_delta_per_key(number: Fraction) -> None:
+    """τ must hold every single person's key back with probability at least 1 − δ/L: a probability a
+    hair above δ/L would give a τ a hair too low."""
+    below = _float_at_most(number)
+    assert Fraction(below) <= number < Fraction(math.nextafter(below, math.inf))
+
+
+@pytest.mark.parametrize(
+    ("number", "expected"),
+    [
+        (Fraction(1, 2), 0.5),  # exact: kept
+        (Fraction(1, 10), math.nextafter(0.1, 0.0)),  # the float 0.1 is above 1/10: one step down
+        (Fraction(1, 3), 1 / 3),  # the float 1/3 is below 1/3: kept
+    ],
+)
+def test_the_tail_probability_is_rounded_down_only_when_the_nearest_float_is_above(
+    number: Fraction, expected: float
+) -> None:
+    assert _float_at_most(number) == expected

@@ -4,6 +4,7 @@ of the noisy table alone. Found open by ``make mutants`` (docs/testing.md)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,29 @@ def test_an_integer_quantile_is_clamped_to_the_integers_within_its_bounds(
     table = present(plan, noisy_table(plan, (drawn, 0.1)), Presentation(rounding=0))
     assert table.rows == [(shown,)]
     assert type(table.rows[0][0]) is int
+
+
+@pytest.mark.parametrize(
+    ("sql", "drawn", "shown"),
+    [
+        ("SELECT VAR_POP(age) FROM visits", -0.04, 0.0),  # rounds to -0.0: shown as 0.0, never -0.0
+        ("SELECT VAR_POP(age) FROM visits", -7.0, 0.0),
+        ("SELECT STDDEV_SAMP(age) FROM visits", 0.04, 0.0),
+        ("SELECT VAR_SAMP(age) FROM visits", 0.46, 0.5),
+        ("SELECT STDDEV_POP(age) FROM visits", 12.34, 12.3),
+    ],
+)
+def test_a_rounded_spread_is_non_negative_and_never_a_negative_zero(
+    sql: str, drawn: float, shown: float
+) -> None:
+    plan = plan_for(sql)
+    (value,) = present(plan, noisy_table(plan, (drawn, 0.1)), Presentation(rounding=1)).rows[0]
+    assert value == shown and math.copysign(1.0, value) == 1.0
+
+
+def test_a_correlation_rounded_to_zero_is_a_positive_zero() -> None:
+    from tests.unit.proxy.test_dates_and_pairs import shape_of as lab_shape
+
+    plan = price_query(lab_shape("SELECT CORR(y, x) FROM m"), epsilon=1.0)
+    (value,) = present(plan, noisy_table(plan, (-0.0004, 0.1)), Presentation(rounding=2)).rows[0]
+    assert value == 0.0 and math.copysign(1.0, value) == 1.0
