@@ -239,6 +239,18 @@ def test_next_to_a_null_the_derivative_is_one_sided() -> None:
     assert pair_noise_sd(K.REGR_SLOPE, flat, {"sxx": 1.0}, PAIR) == pytest.approx(expected, rel=1e-9)
 
 
+def test_where_the_upper_side_is_null_the_derivative_is_taken_below() -> None:
+    """REGR_SLOPE with var_x = Σx²/n − (Σx/n)² just above 0 and Σx > 0: Σx + step makes var_x negative
+    (NULL), so the slope in Σx is (f(Σx) − f(Σx − step)) / step."""
+    flat = {"n": 4.0, "sy": 8.0, "sx": 4.0, "syy": 30.0, "sxx": 4.0 + 4e-4, "sxy": 6.0}
+    value = pair_value(K.REGR_SLOPE, flat, PAIR)
+    up = pair_value(K.REGR_SLOPE, {**flat, "sx": flat["sx"] + 1e-3}, PAIR)
+    down = pair_value(K.REGR_SLOPE, {**flat, "sx": flat["sx"] - 1e-3}, PAIR)
+    assert value is not None and up is None and down is not None
+    expected = abs((value - down) / 1e-3)
+    assert pair_noise_sd(K.REGR_SLOPE, flat, {"sx": 1.0}, PAIR) == pytest.approx(expected, rel=1e-9)
+
+
 def test_no_spread_without_a_value_or_for_a_count() -> None:
     stats = {"n": 0.5, "sy": 3.0, "sx": -1.0, "sxy": 0.5}
     assert pair_noise_sd(K.COVAR_POP, stats, {"n": 1.0}, PAIR) is None

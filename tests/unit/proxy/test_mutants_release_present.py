@@ -12,6 +12,7 @@ import pytest
 from proxy.analysis.parse import parse_statements
 from proxy.analysis.statements import PrivateQuery, classify
 from proxy.config import DatasetPolicy, parse_config
+from proxy.release.apply import ReleasedTable, noisy_columns
 from proxy.release.plan import price_query
 from proxy.release.present import Presentation, present
 from tests.unit.proxy.policy_fixture import POLICY
@@ -101,3 +102,22 @@ def test_a_correlation_rounded_to_zero_is_a_positive_zero() -> None:
     plan = price_query(lab_shape("SELECT CORR(y, x) FROM m"), epsilon=1.0)
     (value,) = present(plan, noisy_table(plan, (-0.0004, 0.1)), Presentation(rounding=2)).rows[0]
     assert value == 0.0 and math.copysign(1.0, value) == 1.0
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT region, SUM(cost) FROM visits GROUP BY region",
+        "SELECT region, sex, COUNT(*), AVG(age), SUM(cost) FROM visits GROUP BY region, sex",
+        "SELECT COUNT(*), SUM(cost) FROM visits",
+    ],
+)
+def test_the_presented_table_has_the_keys_and_aggregates_without_the_noise_columns(sql: str) -> None:
+    plan = plan_for(sql)
+    columns = noisy_columns(plan)
+    width = len(plan.shape.group_keys) + len(plan.shape.aggregates)
+    assert len(columns) > width  # there are noise columns to drop
+    row = tuple(range(len(columns)))
+    table = present(plan, ReleasedTable(columns, [row]), RAW)
+    assert table.columns == columns[:width]
+    assert [column.name for column in table.columns if column.name.startswith("_dp_sd_")] == []
