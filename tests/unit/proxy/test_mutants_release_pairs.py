@@ -251,6 +251,18 @@ def test_where_the_upper_side_is_null_the_derivative_is_taken_below() -> None:
     assert pair_noise_sd(K.REGR_SLOPE, flat, {"sx": 1.0}, PAIR) == pytest.approx(expected, rel=1e-9)
 
 
+def test_a_statistic_null_on_both_sides_is_skipped_and_the_others_still_count() -> None:
+    """var_x = Σx²/n − (Σx/n)² is largest at Σx = 0; just above 0 there, Σx ± step makes it negative on
+    both sides: that statistic adds nothing, and the statistics after it are still carried through."""
+    stats = {"n": 4.0, "sy": 8.0, "sx": 0.0, "syy": 30.0, "sxx": 1e-9, "sxy": 6.0}
+    assert pair_value(K.REGR_SLOPE, stats, PAIR) is not None
+    assert pair_value(K.REGR_SLOPE, {**stats, "sx": 1e-3}, PAIR) is None
+    assert pair_value(K.REGR_SLOPE, {**stats, "sx": -1e-3}, PAIR) is None
+    alone = pair_noise_sd(K.REGR_SLOPE, stats, {"sxy": 1e-9}, PAIR)
+    assert alone is not None and alone > 0
+    assert pair_noise_sd(K.REGR_SLOPE, stats, {"sx": 1.0, "sxy": 1e-9}, PAIR) == alone
+
+
 def test_no_spread_without_a_value_or_for_a_count() -> None:
     stats = {"n": 0.5, "sy": 3.0, "sx": -1.0, "sxy": 0.5}
     assert pair_noise_sd(K.COVAR_POP, stats, {"n": 1.0}, PAIR) is None
