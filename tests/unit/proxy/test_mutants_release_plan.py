@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mechanisms.contribution_bound import bound_target
+from mechanisms.gaussian import analytic_gaussian_sigma, discrete_gaussian_sigma
 from proxy.analysis.parse import parse_statements
 from proxy.analysis.shape import QueryShape
 from proxy.analysis.statements import PrivateQuery, classify
@@ -83,3 +84,35 @@ def test_the_tail_probability_is_rounded_down_only_when_the_nearest_float_is_abo
     number: Fraction, expected: float
 ) -> None:
     assert _float_at_most(number) == expected
+
+
+# -- gaussian_sigma: the calibration of Gaussian noise ---------------------------------------------------
+
+
+def test_integer_answers_get_the_discrete_gaussian_sigma_and_real_ones_the_analytic() -> None:
+    """A count of a table of people is an exact integer: its noise is the discrete Gaussian, whose σ is
+    calibrated on the discrete δ (and a whole-unit sensitivity). Counts of visits are fractional (per-
+    person weights): the analytic Gaussian σ."""
+    people = plan_for(
+        "SELECT smoker, COUNT(*) FROM people GROUP BY smoker", epsilon=1.0, delta=1e-6, gaussian=True
+    )
+    (count,) = people.measurements
+    assert count.gaussian and count.exact_integer
+    assert count.gaussian_sigma() == discrete_gaussian_sigma(
+        sensitivity=1.0, epsilon=count.epsilon, delta=count.delta
+    )
+    louder = dataclasses.replace(count, sensitivity=1.5)  # rounded up to 2 whole units
+    assert louder.gaussian_sigma() == discrete_gaussian_sigma(
+        sensitivity=2.0, epsilon=count.epsilon, delta=count.delta
+    )
+    assert louder.gaussian_sigma() > analytic_gaussian_sigma(
+        sensitivity=1.5, epsilon=count.epsilon, delta=count.delta
+    )
+    visits = plan_for(
+        "SELECT region, COUNT(*) FROM visits GROUP BY region", epsilon=1.0, delta=1e-6, gaussian=True
+    )
+    (weighted,) = visits.measurements
+    assert weighted.gaussian and not weighted.exact_integer
+    assert weighted.gaussian_sigma() == analytic_gaussian_sigma(
+        sensitivity=weighted.sensitivity, epsilon=weighted.epsilon, delta=weighted.delta
+    )
