@@ -1,0 +1,192 @@
+"""proxy/query/planning.py pinned where ``make mutants`` found it loose (docs/testing.md, issue 21): the
+refusals an analyst reads before any engine query (with the fix each one names), the ε a query may
+spend, how engine keys are typed into the public cells, and what each planning step asks the engine."""
+
+from __future__ import annotations
+
+import datetime
+import math
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from proxy.analysis.parse import parse_statements
+from proxy.analysis.shape import QueryShape
+from proxy.analysis.statements import PrivateQuery, classify
+from proxy.config import ColumnType, DatasetPolicy, parse_config
+from proxy.errors import PolicyViolationError
+from proxy.query import planning
+from proxy.query.planning import prepare_release, resolve_group_domains
+
+POLICY = """
+[datasets.lab]
+path = "lab.duckdb"
+
+[datasets.lab.tables.m]
+privacy_unit = "pid"
+max_contributions = 2
+
+[datasets.lab.tables.m.columns]
+pid = { type = "integer" }
+undated = { type = "date" }
+stamp = { type = "timestamp" }
+free = { type = "integer" }
+label = { type = "text" }
+"""
+
+THRESHOLD_HINT = (
+    "SET veil.delta = 1e-6 (for example) to release only keys that enough people share (τ-thresholding); "
+    "it is paid from a δ grant (an administrator adds one: veil budget grant ANALYST DATASET EPSILON --delta 1e-5)"
+)
+
+
+def lab() -> DatasetPolicy:
+    dataset = parse_config(POLICY, path=Path("/nonexistent/veil.toml")).dataset("lab")
+    assert dataset is not None
+    return dataset
+
+
+def shape_of(sql: str, dataset: DatasetPolicy | None = None) -> QueryShape:
+    (tree,) = parse_statements(sql)
+    statement = classify(tree, dataset or lab())
+    assert isinstance(statement, PrivateQuery)
+    return statement.shape
+
+
+# -- keys from the data without δ: refused, with the policy's fix for the key's type --------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "column", "fix"),
+    [
+        (
+            "undated",
+            "undated",
+            "declare lower and upper dates for undated in the policy (e.g. lower = 2024-01-01, upper = "
+            "2025-12-31, at most 100,000 days apart): its days, and date_trunc or EXTRACT of it, then have "
+            "public keys",
+        ),
+        (
+            "stamp",
+            "stamp",
+            "group by a day or longer of stamp — date_trunc('day', stamp) (or 'week', 'month', 'year'…), "
+            "EXTRACT(year FROM stamp) (or month, day, dow…) or CAST(stamp AS DATE) — and declare lower and "
+            "upper timestamps for stamp in the policy (e.g. lower = 2024-01-01T00:00:00, upper = "
+            "2025-12-31T23:59:59, at most 100,000 days apart): those keys are then public; a timestamp "
+            "itself, its hour, minute or second has no public domain",
+        ),
+        # an integer column itself needs its values listed; bounds alone give only expressions of it
+        ("free", "free", "declare free public with its values in the policy"),
+        ("free % 3", "free", "declare lower and upper for free in the policy"),
+        ("label", "label", "declare label public with its values in the policy"),
+        ("upper(label)", "label", "declare label public with its values in the policy"),
+    ],
+)
+def test_private_keys_without_delta_are_refused_with_the_whole_hint(key: str, column: str, fix: str) -> None:
+    """The message, its detail and its hint word for word: the policy's fix for the key's type first
+    (it costs no δ), then τ-thresholding."""
+    shape = shape_of(f"SELECT {key}, COUNT(*) FROM m GROUP BY 1")
+    assert shape.thresholded
+    with pytest.raises(PolicyViolationError) as refused:
+        prepare_release(shape, epsilon=1.0, dialect="duckdb")
+    label = shape.group_keys[0].label
+    assert str(refused.value) == f"GROUP BY {label}: the keys are not public"
+    assert refused.value.detail == (
+        f'"{column}" is private and has no public value list, so its keys would come from the data'
+    )
+    assert refused.value.hint == f"{fix}; or {THRESHOLD_HINT}"
+
+
+# -- lookup tables: their values are read in the engine's dialect ------------------------------------------
+
+LOOKUP_POLICY = """
+[datasets.shop]
+path = "shop.duckdb"
+
+[datasets.shop.tables.m]
+privacy_unit = "pid"
+max_contributions = 2
+
+[datasets.shop.tables.m.columns]
+pid = { type = "integer" }
+code = { type = "text" }
+
+[datasets.shop.tables.zones]
+public = true
+key = "order"
+
+[datasets.shop.tables.zones.columns]
+order = { type = "text" }
+end = { type = "text" }
+"""
+
+LOOKUP_QUERY = 'SELECT z."end", COUNT(*) FROM m JOIN zones z ON m.code = z."order" GROUP BY z."end"'
+
+
+def shop() -> DatasetPolicy:
+    dataset = parse_config(LOOKUP_POLICY, path=Path("/nonexistent/veil.toml")).dataset("shop")
+    assert dataset is not None
+    return dataset
+
+
+def zones_engine(rows: list[tuple[str, str | None]]) -> duckdb.DuckDBPyConnection:
+    engine = duckdb.connect()
+    engine.execute('CREATE TABLE zones ("order" TEXT, "end" TEXT)')
+    engine.executemany("INSERT INTO zones VALUES (?, ?)", rows)
+    return engine
+
+
+def test_a_lookup_column_named_by_a_keyword_is_quoted_for_the_engine() -> None:
+    """A lookup table whose key and value columns are SQL keywords ("order", "end"): the uniqueness check
+    and the value list must be written in the engine's dialect, which quotes them — sqlglot's generic
+    SQL leaves them bare, a syntax error in DuckDB and PostgreSQL. The NULL value is no key."""
+    engine = zones_engine([("a", "x"), ("b", "y"), ("c", None), ("d", "x")])
+    asked: list[str] = []
+
+    def execute(sql: str) -> tuple[list[tuple[str, str]], list[tuple[Any, ...]]]:
+        asked.append(sql)
+        return [], engine.execute(sql).fetchall()
+
+    shape = resolve_group_domains(shape_of(LOOKUP_QUERY, shop()), execute=execute, dialect="duckdb")
+    (key,) = shape.group_keys
+    assert key.values == ("x", "y") and key.type is ColumnType.TEXT
+    assert asked == ['SELECT COUNT(*) - COUNT(DISTINCT "order") FROM zones', 'SELECT DISTINCT "end" FROM zones']
+
+
+def test_a_lookup_key_named_by_a_keyword_that_repeats_is_refused() -> None:
+    engine = zones_engine([("a", "x"), ("a", "y")])
+    with pytest.raises(PolicyViolationError) as refused:
+        resolve_group_domains(
+            shape_of(LOOKUP_QUERY, shop()),
+            execute=lambda sql: ([], engine.execute(sql).fetchall()),
+            dialect="duckdb",
+        )
+    assert str(refused.value) == 'the key "order" of lookup table "zones" is not unique'
+    assert refused.value.hint == "fix the lookup table, or declare a unique key column in the policy"
+
+
+# -- key types -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "whole"),
+    [
+        (3, True),
+        (-3.0, True),
+        (Decimal("2024"), True),
+        (3.5, False),
+        (Decimal("NaN"), False),
+        (math.inf, False),
+        (10**400, False),  # does not convert to a float (OverflowError)
+        ("x", False),  # ValueError
+        (None, False),  # TypeError
+        (datetime.date(2024, 1, 1), False),
+    ],
+)
+def test_only_numbers_with_no_fraction_are_whole(value: object, whole: bool) -> None:
+    """What decides that an integer-typed key's values are integers: anything that is not a finite
+    number without a fraction is not."""
+    assert planning._whole_number(value) is whole
