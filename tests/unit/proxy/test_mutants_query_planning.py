@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import random
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -190,3 +191,69 @@ def test_only_numbers_with_no_fraction_are_whole(value: object, whole: bool) -> 
     """What decides that an integer-typed key's values are integers: anything that is not a finite
     number without a fraction is not."""
     assert planning._whole_number(value) is whole
+
+
+# -- max_contributions = "auto": the choice is anchored at the policy's hint -----------------------------
+
+HINTED = """
+[datasets.hinted]
+path = "hinted.duckdb"
+
+[datasets.hinted.tables.ratings]
+privacy_unit = "user_id"
+max_contributions = "auto"
+contribution_cap = 100
+contribution_hint = 48
+
+[datasets.hinted.tables.ratings.columns]
+user_id = { type = "integer" }
+stars = { type = "integer", lower = 1, upper = 5 }
+"""
+
+
+def _hinted(hint: bool = True) -> DatasetPolicy:
+    policy = HINTED if hint else HINTED.replace("contribution_hint = 48\n", "")
+    dataset = parse_config(policy, path=Path("/nonexistent/veil.toml")).dataset("hinted")
+    assert dataset is not None
+    return dataset
+
+
+@pytest.mark.parametrize("hinted", [True, False])
+def test_without_rows_the_contribution_bound_is_the_policys_hint(hinted: bool) -> None:
+    """No person has a row: every candidate L fits the data equally, so the prior decides — the
+    candidate at the policy's contribution_hint (48), else the smallest (1). The selection's ε is 40
+    (a tenth of 400) and each grid step from the anchor costs one rank, so another candidate is accepted
+    with probability at most 2·Σ e^(−40k/2) < 5e-9 per draw (permute-and-flip)."""
+    shape = shape_of("SELECT COUNT(*) FROM ratings", _hinted(hinted))
+    epsilon = 400.0
+    plan, _ = prepare_release(
+        shape, epsilon=epsilon, dialect="duckdb", bound_epsilon=planning.bound_choice_epsilon(shape, epsilon)
+    )
+    assert plan.bound_epsilon == 40.0
+    engine = duckdb.connect()
+    engine.execute("CREATE TABLE ratings (user_id INTEGER, stars INTEGER)")
+    asked: list[str] = []
+
+    def execute(sql: str) -> tuple[list[tuple[str, str]], list[tuple[Any, ...]]]:
+        asked.append(sql)
+        return [], engine.execute(sql).fetchall()
+
+    bound = planning.choose_contribution_bound(plan, execute=execute, dialect="duckdb", rng=random.Random(3))
+    assert bound == (48 if hinted else 1)
+    assert asked == [planning.bound_histogram_sql(plan, "duckdb")]
+
+
+def test_the_people_per_row_count_histogram_filters_as_the_engine_reads_it() -> None:
+    """The histogram the choice of L reads counts each person's rows under the query's WHERE, written
+    for the engine: an integer column cast to text reads '3' (sqlglot's generic SQL widens it to a
+    DECIMAL first, '3.000' on DuckDB, and no row would match). Person 1 has one row with 3 stars,
+    person 2 three, person 3 none."""
+    shape = shape_of("SELECT COUNT(*) FROM ratings WHERE CAST(stars AS TEXT) = '3'", _hinted())
+    plan, _ = prepare_release(shape, epsilon=1.0, dialect="duckdb", bound_epsilon=0.1)
+    engine = duckdb.connect()
+    engine.execute("CREATE TABLE ratings (user_id INTEGER, stars INTEGER)")
+    engine.executemany(
+        "INSERT INTO ratings VALUES (?, ?)", [(1, 2), (1, 3), (1, 4), (1, 5), (2, 3), (2, 3), (2, 3), (3, 5)]
+    )
+    histogram = dict(engine.execute(planning.bound_histogram_sql(plan, "duckdb")).fetchall())
+    assert histogram == {1: 1, 3: 1}
