@@ -18,7 +18,7 @@ from proxy.analysis.parse import parse_statements
 from proxy.analysis.shape import QueryShape
 from proxy.analysis.statements import PrivateQuery, classify
 from proxy.config import ColumnType, DatasetPolicy, parse_config
-from proxy.errors import PolicyViolationError
+from proxy.errors import InvalidParameterValueError, PolicyViolationError
 from proxy.query import planning
 from proxy.query.planning import prepare_release, resolve_group_domains
 
@@ -154,7 +154,10 @@ def test_a_lookup_column_named_by_a_keyword_is_quoted_for_the_engine() -> None:
     shape = resolve_group_domains(shape_of(LOOKUP_QUERY, shop()), execute=execute, dialect="duckdb")
     (key,) = shape.group_keys
     assert key.values == ("x", "y") and key.type is ColumnType.TEXT
-    assert asked == ['SELECT COUNT(*) - COUNT(DISTINCT "order") FROM zones', 'SELECT DISTINCT "end" FROM zones']
+    assert asked == [
+        'SELECT COUNT(*) - COUNT(DISTINCT "order") FROM zones',
+        'SELECT DISTINCT "end" FROM zones',
+    ]
 
 
 def test_a_lookup_key_named_by_a_keyword_that_repeats_is_refused() -> None:
@@ -257,3 +260,90 @@ def test_the_people_per_row_count_histogram_filters_as_the_engine_reads_it() -> 
     )
     histogram = dict(engine.execute(planning.bound_histogram_sql(plan, "duckdb")).fetchall())
     assert histogram == {1: 1, 3: 1}
+
+
+# -- the ε one query may spend -------------------------------------------------------------------------
+
+BOUNDED_EPSILON = """
+[datasets.lab]
+path = "lab.duckdb"
+default_epsilon = 0.5
+min_epsilon = 0.25
+max_epsilon = 2.0
+
+[datasets.lab.tables.m]
+privacy_unit = "pid"
+max_contributions = 2
+
+[datasets.lab.tables.m.columns]
+pid = { type = "integer" }
+"""
+
+
+def bounded_epsilon() -> DatasetPolicy:
+    dataset = parse_config(BOUNDED_EPSILON, path=Path("/nonexistent/veil.toml")).dataset("lab")
+    assert dataset is not None
+    return dataset
+
+
+@pytest.mark.parametrize(("chosen", "epsilon"), [(None, 0.5), (0.25, 0.25), (1.0, 1.0), (2.0, 2.0)])
+def test_epsilon_is_the_sessions_or_the_default_within_both_limits_inclusive(
+    chosen: float | None, epsilon: float
+) -> None:
+    assert planning.checked_epsilon(bounded_epsilon(), chosen) == epsilon
+
+
+def test_epsilon_below_the_floor_is_refused_with_why_and_the_fix() -> None:
+    with pytest.raises(InvalidParameterValueError) as refused:
+        planning.checked_epsilon(bounded_epsilon(), math.nextafter(0.25, 0.0))
+    assert str(refused.value) == "veil.epsilon = 0.25 is below this dataset's min_epsilon of 0.25"
+    assert (
+        refused.value.detail == "every answer costs at least min_epsilon, so that nothing it reveals is free"
+    )
+    assert refused.value.hint == "SET veil.epsilon to at least 0.25"
+
+
+def test_epsilon_above_the_cap_is_refused_with_the_fix() -> None:
+    with pytest.raises(InvalidParameterValueError) as refused:
+        planning.checked_epsilon(bounded_epsilon(), 2.5)
+    assert str(refused.value) == "veil.epsilon = 2.5 exceeds this dataset's max_epsilon of 2"
+    assert refused.value.detail is None
+    assert refused.value.hint == "SET veil.epsilon to at most 2"
+
+
+# -- a mode's values are typed as their column before they are looked up ----------------------------------
+
+DATED = """
+[datasets.lab]
+path = "lab.duckdb"
+
+[datasets.lab.tables.m]
+privacy_unit = "pid"
+max_contributions = 2
+
+[datasets.lab.tables.m.columns]
+pid = { type = "integer" }
+day = { type = "date", public = true, values = [2024-01-01, 2024-06-01] }
+"""
+
+
+def test_a_mode_of_a_date_the_engine_holds_as_a_timestamp_finds_its_public_values() -> None:
+    """The engine's column is a TIMESTAMP at midnight; the policy's values are dates. A datetime is
+    never equal to a date in Python, so each value must be typed as the column (a date) before its
+    place in the histogram is looked up — else every row is dropped and the mode is noise alone.
+    Weights: K = 2,520 per row of a person with at most L = 2 rows (rewrite/bound_contributions.py)."""
+    dataset = parse_config(DATED, path=Path("/nonexistent/veil.toml")).dataset("lab")
+    assert dataset is not None
+    plan, sql = prepare_release(
+        shape_of("SELECT MODE() WITHIN GROUP (ORDER BY day) FROM m", dataset), epsilon=1.0, dialect="duckdb"
+    )
+    assert sql is None
+    engine = duckdb.connect()
+    engine.execute("CREATE TABLE m (pid INTEGER, day TIMESTAMP)")
+    engine.execute(
+        "INSERT INTO m VALUES (1, '2024-06-01'), (2, '2024-06-01'), (3, '2024-01-01'), (4, '2024-03-01')"
+    )
+    histograms = planning.collect_histograms(
+        plan, execute=lambda text: ([], engine.execute(text).fetchall()), dialect="duckdb"
+    )
+    assert histograms == {"mode(day)": {(): [2520, 2 * 2520]}}

@@ -34,7 +34,9 @@ def service(tmp_path: Path, postgres_dsn: str) -> Iterator[QueryService]:
         dataset = clinic_postgres_policy(postgres_dsn, schema)
         assert dataset.dsn is not None
         ledger = granted_ledger(tmp_path / "ledger.sqlite", "clinic", PrivacyLoss(10.0, 1e-5))
-        backend = PostgresBackend(dataset.dsn, schema=dataset.schema, pool_size=1, statement_timeout_ms=30_000)
+        backend = PostgresBackend(
+            dataset.dsn, schema=dataset.schema, pool_size=1, statement_timeout_ms=30_000
+        )
         with serving(dataset, backend, ledger, seed=13) as service:
             yield service
 
