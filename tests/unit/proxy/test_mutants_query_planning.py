@@ -21,6 +21,7 @@ from proxy.config import ColumnType, DatasetPolicy, parse_config
 from proxy.errors import InvalidParameterValueError, PolicyViolationError
 from proxy.query import planning
 from proxy.query.planning import prepare_release, resolve_group_domains
+from tests.unit.proxy.policy_fixture import clinic_policy
 
 POLICY = """
 [datasets.lab]
@@ -347,3 +348,80 @@ def test_a_mode_of_a_date_the_engine_holds_as_a_timestamp_finds_its_public_value
         plan, execute=lambda text: ([], engine.execute(text).fetchall()), dialect="duckdb"
     )
     assert histograms == {"mode(day)": {(): [2520, 2 * 2520]}}
+
+
+# -- key types from the expression and the values -----------------------------------------------------------
+
+INTEGER_LOOKUP = """
+[datasets.shop]
+path = "shop.duckdb"
+
+[datasets.shop.tables.m]
+privacy_unit = "pid"
+max_contributions = 2
+
+[datasets.shop.tables.m.columns]
+pid = { type = "integer" }
+code = { type = "text" }
+
+[datasets.shop.tables.zones]
+public = true
+key = "code"
+
+[datasets.shop.tables.zones.columns]
+code = { type = "text" }
+floor = { type = "integer" }
+"""
+
+
+def test_an_integer_lookup_column_without_values_stays_integer() -> None:
+    """An empty lookup table gives no key; the column is still an integer (from its expression), not
+    the real a value-less key of unknown type falls back to."""
+    dataset = parse_config(INTEGER_LOOKUP, path=Path("/nonexistent/veil.toml")).dataset("shop")
+    assert dataset is not None
+    engine = duckdb.connect()
+    engine.execute("CREATE TABLE zones (code TEXT, floor INTEGER)")
+    shape = shape_of("SELECT z.floor, COUNT(*) FROM m JOIN zones z ON m.code = z.code GROUP BY 1", dataset)
+    resolved = resolve_group_domains(
+        shape, execute=lambda sql: ([], engine.execute(sql).fetchall()), dialect="duckdb"
+    )
+    (key,) = resolved.group_keys
+    assert (key.values, key.type) == ((), ColumnType.INTEGER)
+
+
+def test_an_integer_typed_key_with_a_fraction_among_its_values_is_real() -> None:
+    """``CASE … THEN 1 ELSE 0.5 END`` is typed integer by the analysis, but not every value is whole:
+    its keys are reals, 0.5 and 1.0 — as integers 0.5 would become the key 0."""
+    engine = duckdb.connect()
+    sql = "SELECT CASE WHEN age > 50 THEN 1 ELSE 0.5 END AS k, COUNT(*) FROM visits GROUP BY 1"
+    shape = shape_of(sql, clinic_policy())
+    assert shape.group_keys[0].type is ColumnType.INTEGER
+    resolved = resolve_group_domains(
+        shape, execute=lambda sql: ([], engine.execute(sql).fetchall()), dialect="duckdb"
+    )
+    (key,) = resolved.group_keys
+    assert key.type is ColumnType.REAL and key.values == (0.5, 1.0)
+    assert all(type(value) is float for value in key.values)
+
+
+def test_engine_rows_whose_real_key_is_not_finite_are_dropped_and_null_keys_kept() -> None:
+    """A key the engine computed as ∞ or NaN cannot be written back as a public cell: its row is dropped
+    before any threshold, whoever's it is. A NULL key is a key (SQL groups NULLs together)."""
+    engine = duckdb.connect()
+    sql = "SELECT age / 2.0 AS k, COUNT(*) FROM visits GROUP BY 1"
+    shape = resolve_group_domains(
+        shape_of(sql, clinic_policy()),
+        execute=lambda sql: ([], engine.execute(sql).fetchall()),
+        dialect="duckdb",
+    )
+    assert shape.group_keys[0].type is ColumnType.REAL
+    plan, _ = prepare_release(shape, epsilon=1.0, dialect="duckdb")
+    rows: list[tuple[Any, ...]] = [
+        (math.inf, 1),
+        (Decimal("2.5"), 2),
+        (math.nan, 3),
+        (None, 4),
+        (Decimal("-Infinity"), 5),
+        (3, 6),
+    ]
+    assert planning.typed_key_rows(plan, rows) == [(2.5, 2), (None, 4), (3.0, 6)]
