@@ -18,7 +18,7 @@ from proxy.analysis.parse import parse_statements
 from proxy.analysis.shape import QueryShape
 from proxy.analysis.statements import PrivateQuery, classify
 from proxy.config import ColumnType, DatasetPolicy, parse_config
-from proxy.errors import InvalidParameterValueError, PolicyViolationError
+from proxy.errors import InvalidParameterValueError, PolicyViolationError, UnsupportedQueryError
 from proxy.query import planning
 from proxy.query.planning import prepare_release, resolve_group_domains
 from tests.unit.proxy.policy_fixture import clinic_policy
@@ -425,3 +425,60 @@ def test_engine_rows_whose_real_key_is_not_finite_are_dropped_and_null_keys_kept
         (3, 6),
     ]
     assert planning.typed_key_rows(plan, rows) == [(2.5, 2), (None, 4), (3.0, 6)]
+
+
+# -- refusals of prepare_release, before any engine query -------------------------------------------------
+
+
+def test_gaussian_noise_without_delta_is_refused_with_both_fixes() -> None:
+    shape = shape_of("SELECT region, COUNT(*) FROM visits GROUP BY region", clinic_policy())
+    for delta in (0.0, -1e-6):
+        with pytest.raises(InvalidParameterValueError) as refused:
+            prepare_release(shape, epsilon=1.0, dialect="duckdb", delta=delta, gaussian=True)
+        assert str(refused.value) == "veil.mechanism = gaussian needs veil.delta > 0"
+        assert refused.value.hint == "SET veil.delta = 1e-6, or SET veil.mechanism = laplace"
+    plan, _ = prepare_release(shape, epsilon=1.0, dialect="duckdb", delta=1e-6, gaussian=True)
+    assert plan.delta == 1e-6
+
+
+def test_public_keys_under_laplace_spend_no_delta_whatever_the_session_offers() -> None:
+    """δ is spent only by keys from the data (τ) or Gaussian noise; a Laplace plan over public keys
+    carries δ = 0 even when the session set veil.delta, so the ledger charges none."""
+    shape = shape_of("SELECT region, COUNT(*) FROM visits GROUP BY region", clinic_policy())
+    plan, _ = prepare_release(shape, epsilon=1.0, dialect="duckdb", delta=1e-6)
+    assert plan.delta == 0.0
+    thresholded = shape_of("SELECT note, COUNT(*) FROM visits GROUP BY note", clinic_policy())
+    plan, _ = prepare_release(thresholded, epsilon=1.0, dialect="duckdb", delta=1e-6)
+    assert plan.delta == 1e-6
+
+
+def test_the_cell_limit_is_inclusive(monkeypatch: pytest.MonkeyPatch) -> None:
+    """region × sex: 4 public cells, answered at a limit of 4, refused at 3 (the limit lowered for the
+    test; test_dates_and_pairs.py checks the message at a larger count)."""
+    shape = shape_of("SELECT region, sex, COUNT(*) FROM visits GROUP BY region, sex", clinic_policy())
+    assert shape.cells == 4
+    monkeypatch.setattr(planning, "MAX_GROUP_CELLS", 4)
+    plan, sql = prepare_release(shape, epsilon=1.0, dialect="duckdb")
+    assert sql is not None and plan.shape.cells == 4
+    monkeypatch.setattr(planning, "MAX_GROUP_CELLS", 3)
+    with pytest.raises(UnsupportedQueryError) as refused:
+        prepare_release(shape, epsilon=1.0, dialect="duckdb")
+    assert str(refused.value) == "the GROUP BY has 4 public cells; at most 3 are answered"
+
+
+TOP_PER_REGION = (
+    "SELECT region, sex, n FROM (SELECT region, sex, COUNT(*) AS n, ROW_NUMBER() OVER"
+    " (PARTITION BY region ORDER BY COUNT(*) DESC, sex) AS r FROM visits GROUP BY region, sex)"
+    " AS ranked WHERE r <= 1 ORDER BY region, r"
+)
+
+
+def test_an_other_row_for_a_top_k_per_partition_is_refused() -> None:
+    shape = shape_of(TOP_PER_REGION, clinic_policy())
+    assert shape.top_k is not None and shape.top_k.partition
+    with pytest.raises(UnsupportedQueryError) as refused:
+        prepare_release(shape, epsilon=1.0, dialect="duckdb", other_row=True)
+    assert str(refused.value) == "veil.other_row does not apply to a top k per partition"
+    assert refused.value.hint == "SET veil.other_row = off"
+    _, sql = prepare_release(shape, epsilon=1.0, dialect="duckdb")
+    assert sql is not None
