@@ -482,3 +482,20 @@ def test_an_other_row_for_a_top_k_per_partition_is_refused() -> None:
     assert refused.value.hint == "SET veil.other_row = off"
     _, sql = prepare_release(shape, epsilon=1.0, dialect="duckdb")
     assert sql is not None
+
+
+def test_an_expression_of_an_empty_lookup_tables_column_has_no_keys() -> None:
+    """An empty lookup table: the column itself has no keys, and neither has an expression of it (it is
+    evaluated over no values). The engine is not asked to evaluate it over an empty VALUES list, which
+    is no SQL at all: the query failed with "the database engine could not run the query" (a bug found
+    while writing these tests), while ``GROUP BY z.floor`` answered an empty table."""
+    dataset = parse_config(INTEGER_LOOKUP, path=Path("/nonexistent/veil.toml")).dataset("shop")
+    assert dataset is not None
+    engine = duckdb.connect()
+    engine.execute("CREATE TABLE zones (code TEXT, floor INTEGER)")
+    sql = "SELECT z.floor * 2 AS f, COUNT(*) FROM m JOIN zones z ON m.code = z.code GROUP BY 1"
+    resolved = resolve_group_domains(
+        shape_of(sql, dataset), execute=lambda sql: ([], engine.execute(sql).fetchall()), dialect="duckdb"
+    )
+    (key,) = resolved.group_keys
+    assert (key.values, key.type) == ((), ColumnType.INTEGER)
