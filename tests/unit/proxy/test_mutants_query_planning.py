@@ -499,3 +499,20 @@ def test_an_expression_of_an_empty_lookup_tables_column_has_no_keys() -> None:
     )
     (key,) = resolved.group_keys
     assert (key.values, key.type) == ((), ColumnType.INTEGER)
+
+
+def test_engine_rows_whose_integer_key_does_not_convert_are_dropped() -> None:
+    """An integer key the engine returned as NaN or ∞ (a NUMERIC NaN on PostgreSQL) does not convert to
+    an int: the row is dropped, not the query failed on one person's key."""
+    engine = duckdb.connect()
+    shape = resolve_group_domains(
+        shape_of("SELECT age % 7 AS k, COUNT(*) FROM visits GROUP BY 1", clinic_policy()),
+        execute=lambda sql: ([], engine.execute(sql).fetchall()),
+        dialect="duckdb",
+    )
+    assert shape.group_keys[0].type is ColumnType.INTEGER
+    plan, _ = prepare_release(shape, epsilon=1.0, dialect="duckdb")
+    rows: list[tuple[Any, ...]] = [(Decimal("NaN"), 1), (math.inf, 2), (Decimal("4"), 3), (5.0, 4)]
+    typed = planning.typed_key_rows(plan, rows)
+    assert typed == [(4, 3), (5, 4)]
+    assert all(type(row[0]) is int for row in typed)
