@@ -516,3 +516,45 @@ def test_engine_rows_whose_integer_key_does_not_convert_are_dropped() -> None:
     typed = planning.typed_key_rows(plan, rows)
     assert typed == [(4, 3), (5, 4)]
     assert all(type(row[0]) is int for row in typed)
+
+
+STAMPED = """
+[datasets.lab]
+path = "lab.duckdb"
+
+[datasets.lab.tables.events]
+privacy_unit = "pid"
+max_contributions = 2
+
+[datasets.lab.tables.events.columns]
+pid = { type = "integer" }
+ts = { type = "timestamp", lower = 2024-01-01T06:00:00, upper = 2024-03-03T12:00:00 }
+"""
+
+
+def test_a_timestamp_key_the_engine_returns_as_a_date_is_read_as_its_midnight() -> None:
+    """``date_trunc('month', ts)`` is a timestamp (its public cells are midnights); an engine that hands
+    back a date for it (or a timestamptz) still finds the cell: the date as its midnight, the
+    timestamptz in UTC. A value that is no date at all is dropped."""
+    dataset = parse_config(STAMPED, path=Path("/nonexistent/veil.toml")).dataset("lab")
+    assert dataset is not None
+    engine = duckdb.connect()
+    shape = resolve_group_domains(
+        shape_of("SELECT date_trunc('month', ts) AS mo, COUNT(*) FROM events GROUP BY 1", dataset),
+        execute=lambda sql: ([], engine.execute(sql).fetchall()),
+        dialect="duckdb",
+    )
+    (key,) = shape.group_keys
+    assert key.type is ColumnType.TIMESTAMP
+    assert key.values == tuple(datetime.datetime(2024, month, 1) for month in (1, 2, 3))
+    plan, _ = prepare_release(shape, epsilon=1.0, dialect="duckdb")
+    east = datetime.timezone(datetime.timedelta(hours=-5))
+    rows: list[tuple[Any, ...]] = [
+        (datetime.date(2024, 2, 1), 7),
+        (datetime.datetime(2024, 2, 29, 19, 0, tzinfo=east), 8),
+        ("2024-01-01", 9),
+    ]
+    assert planning.typed_key_rows(plan, rows) == [
+        (datetime.datetime(2024, 2, 1), 7),
+        (datetime.datetime(2024, 3, 1), 8),
+    ]
