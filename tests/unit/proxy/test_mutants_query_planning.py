@@ -558,3 +558,30 @@ def test_a_timestamp_key_the_engine_returns_as_a_date_is_read_as_its_midnight() 
         (datetime.datetime(2024, 2, 1), 7),
         (datetime.datetime(2024, 3, 1), 8),
     ]
+
+
+# -- two quantile inputs under one name -------------------------------------------------------------------
+
+
+def test_two_quantile_inputs_under_one_name_are_refused_before_the_engine() -> None:
+    """An expression's input is named by a digest of its text and bounds; a per-person subquery may name
+    a column by that very digest ("by design"). Their histograms would then share one name, and a
+    quantile priced on one input's bounds would read the other's grid: refused before any histogram
+    query is written, as the scalar aggregates are (bound_contributions.distinct_inputs)."""
+    inner = "SELECT patient_id, AVG(age) AS a, MAX(age) AS {name} FROM visits GROUP BY patient_id"
+    probe = shape_of(f"SELECT MEDIAN(a + 1) FROM ({inner.format(name='b')}) AS p", clinic_policy())
+    column = probe.aggregates[0].column
+    assert column is not None and column.name.startswith("e_")
+    digest = column.name
+    shape = shape_of(
+        f"SELECT MEDIAN({digest}), MEDIAN(a + 1) FROM ({inner.format(name=digest)}) AS p", clinic_policy()
+    )
+    plan, sql = prepare_release(shape, epsilon=1.0, dialect="duckdb")
+    assert sql is None  # quantiles only: their histograms are the only engine queries
+    with pytest.raises(PolicyViolationError) as refused:
+        planning.histogram_queries(plan, dialect="duckdb")
+    assert str(refused.value) == f'the aggregate inputs "{digest}" and "a + 1" cannot be told apart'
+    with pytest.raises(PolicyViolationError, match="cannot be told apart"):
+        planning.collect_histograms(
+            plan, execute=lambda sql: pytest.fail(f"the engine was asked {sql}"), dialect="duckdb"
+        )
