@@ -102,6 +102,14 @@ def test_private_keys_without_delta_are_refused_with_the_whole_hint(key: str, co
     assert refused.value.hint == f"{fix}; or {THRESHOLD_HINT}"
 
 
+def test_the_refusal_names_the_private_key_not_the_public_one_beside_it() -> None:
+    shape = shape_of("SELECT region, note, COUNT(*) FROM visits GROUP BY region, note", clinic_policy())
+    with pytest.raises(PolicyViolationError) as refused:
+        prepare_release(shape, epsilon=1.0, dialect="duckdb")
+    assert str(refused.value) == "GROUP BY note: the keys are not public"
+    assert refused.value.hint == f"declare note public with its values in the policy; or {THRESHOLD_HINT}"
+
+
 # -- lookup tables: their values are read in the engine's dialect ------------------------------------------
 
 LOOKUP_POLICY = """
