@@ -67,3 +67,20 @@ def test_a_per_person_values_bound_is_chosen_in_postgresqls_dialect(service: Que
     assert abs(average - 3) <= 1
     assert outcome.charge is not None and outcome.charge.epsilon == pytest.approx(1.0)
     assert spent(service) == (pytest.approx(1.0), 0.0)
+
+
+def test_a_group_by_expressions_domain_is_evaluated_in_postgresqls_dialect(service: QueryService) -> None:
+    """The public keys of ``strpos(region, 'u')`` are computed by the engine over the policy's values
+    (north → 0, south → 3), never over the table; that query too must be PostgreSQL's. 1,501 visits in
+    the north (the 'secret' one among them), 1,500 in the south; at ε = 1 the noise of each count has
+    scale 3 (L = 3), so within 60 of the truth but with probability e^-20."""
+    outcome = run(
+        service,
+        "SELECT strpos(region, 'u') AS p, COUNT(*) AS n FROM visits GROUP BY 1",
+        **{"veil.epsilon": "1"},
+    )
+    assert outcome.table is not None and outcome.tag == "SELECT 2"
+    counts = dict(outcome.table.rows)
+    assert sorted(counts) == [0, 3]
+    assert abs(counts[0] - 1501) <= 60 and abs(counts[3] - 1500) <= 60
+    assert spent(service) == (pytest.approx(1.0), 0.0)
