@@ -593,3 +593,19 @@ def test_two_quantile_inputs_under_one_name_are_refused_before_the_engine() -> N
         planning.collect_histograms(
             plan, execute=lambda sql: pytest.fail(f"the engine was asked {sql}"), dialect="duckdb"
         )
+
+
+def test_a_key_expressions_domain_is_evaluated_as_the_engine_will_evaluate_the_key() -> None:
+    """``CAST(age AS TEXT)`` over the bounds 0..100: the keys are the texts the engine gives the real
+    query's rows, '0' … '100' — the domain query is made error-free for the engine's own dialect
+    (sqlglot's generic rewrite widens the integer to a DECIMAL first: '30.000' on DuckDB, a key no row
+    would have)."""
+    engine = duckdb.connect()
+    shape = resolve_group_domains(
+        shape_of("SELECT CAST(age AS TEXT) AS a, COUNT(*) FROM visits GROUP BY 1", clinic_policy()),
+        execute=lambda sql: ([], engine.execute(sql).fetchall()),
+        dialect="duckdb",
+    )
+    (key,) = shape.group_keys
+    assert key.type is ColumnType.TEXT
+    assert key.values == tuple(sorted(str(age) for age in range(101)))
