@@ -84,3 +84,22 @@ def test_a_group_by_expressions_domain_is_evaluated_in_postgresqls_dialect(servi
     assert sorted(counts) == [0, 3]
     assert abs(counts[0] - 1501) <= 60 and abs(counts[3] - 1500) <= 60
     assert spent(service) == (pytest.approx(1.0), 0.0)
+
+
+def test_a_top_k_selection_is_asked_in_postgresqls_dialect(service: QueryService) -> None:
+    """A top-k of public keys answered by a DP selection (one key of four cells): its one engine query,
+    each cell's people, is written for PostgreSQL, filter included. Each patient has one female visit
+    (north or south: 500 patients each) and two male ones, one in each region (1,000 patients in each
+    male cell). The selection's score gap of 500 people at its share of ε = 1 picks a male cell but
+    with probability below e^-20; the released count's noise is far below 100."""
+    outcome = run(
+        service,
+        "SELECT region, sex, COUNT(DISTINCT patient_id) AS n FROM visits WHERE strpos(note, 'x') > 0"
+        " GROUP BY region, sex ORDER BY n DESC LIMIT 1",
+        **{"veil.epsilon": "1"},
+    )
+    assert outcome.table is not None and outcome.tag == "SELECT 1"
+    ((region, sex, people),) = outcome.table.rows
+    assert region in ("north", "south") and sex == "male" and abs(people - 1000) <= 100
+    assert outcome.charge is not None and outcome.charge.epsilon == pytest.approx(1.0)
+    assert spent(service) == (pytest.approx(1.0), 0.0)
