@@ -609,3 +609,22 @@ def test_a_key_expressions_domain_is_evaluated_as_the_engine_will_evaluate_the_k
     (key,) = shape.group_keys
     assert key.type is ColumnType.TEXT
     assert key.values == tuple(sorted(str(age) for age in range(101)))
+
+
+@pytest.mark.parametrize(
+    ("expression", "keys"),
+    [
+        ("CASE WHEN age = 30 THEN CAST('inf' AS DOUBLE) ELSE 1 END", (1.0,)),
+        ("CASE WHEN age = 30 THEN CAST('NaN' AS DOUBLE) ELSE 1.5 END", (1.5,)),
+    ],
+)
+def test_a_domain_value_that_is_not_finite_is_no_public_key(expression: str, keys: tuple[float, ...]) -> None:
+    """∞ and NaN from the engine have no SQL literal to be written back as a public cell: left out of
+    the domain (rows with them are dropped too: typed_key_rows)."""
+    engine = duckdb.connect()
+    shape = resolve_group_domains(
+        shape_of(f"SELECT {expression} AS k, COUNT(*) FROM visits GROUP BY 1", clinic_policy()),
+        execute=lambda sql: ([], engine.execute(sql).fetchall()),
+        dialect="duckdb",
+    )
+    assert shape.group_keys[0].values == keys

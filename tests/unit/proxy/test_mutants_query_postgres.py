@@ -103,3 +103,18 @@ def test_a_top_k_selection_is_asked_in_postgresqls_dialect(service: QueryService
     assert region in ("north", "south") and sex == "male" and abs(people - 1000) <= 100
     assert outcome.charge is not None and outcome.charge.epsilon == pytest.approx(1.0)
     assert spent(service) == (pytest.approx(1.0), 0.0)
+
+
+def test_a_numeric_nan_in_a_keys_domain_is_no_public_key(service: QueryService) -> None:
+    """PostgreSQL's NUMERIC has a NaN (it arrives as Decimal('NaN')): no public cell can hold it, so it
+    is left out of the domain and only the key 1 is answered. 60 of the 3,001 visits are at age 30;
+    at ε = 1 (noise scale 3) the count is within 60 of 2,941 but with probability e^-20."""
+    outcome = run(
+        service,
+        "SELECT CASE WHEN age = 30 THEN CAST('NaN' AS NUMERIC) ELSE 1 END AS k, COUNT(*) AS n"
+        " FROM visits GROUP BY 1",
+        **{"veil.epsilon": "1"},
+    )
+    assert outcome.table is not None and outcome.tag == "SELECT 1"
+    ((key, count),) = outcome.table.rows
+    assert key == 1 and abs(count - 2941) <= 60
