@@ -80,8 +80,8 @@ def resolve_group_domains(shape: QueryShape, *, execute: Execute, dialect: str) 
     for key in shape.group_keys:
         if key.values is None and not key.thresholded:
             source = _lookup_values(key, execute=execute, dialect=dialect) if key.lookup else None
-            if source is not None and key.is_column:
-                raw = list(source)
+            if source is not None and (key.is_column or not source):
+                raw = list(source)  # the column's values; an expression over no values has none
             else:
                 sql = domain_query(key, table=shape.table, dialect=dialect, values=source).sql(
                     dialect=dialect
