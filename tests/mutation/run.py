@@ -42,7 +42,8 @@ PACKAGES = (
 EQUIVALENTS = Path("docs/testing.md")  # its table of equivalent mutants: | `name` | reason |
 REPORT = Path("mutants/veil-report.md")
 SUMMARY = Path("mutants/veil-report.json")
-KILLED = {"killed", "timeout"}  # a timeout is a mutant the tests noticed (an endless loop)
+KILLED = {"killed", "timeout"}
+PYTEST_SELECTION_OPTIONS = ("--ignore=", "--deselect=")  # allowed among --tests  # a timeout is a mutant the tests noticed (an endless loop)
 
 
 def module_glob(path: str) -> str:
@@ -227,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
         "--tests",
         nargs="*",
         default=[],
-        help="run these tests instead of pyproject's selection (e.g. only those of the mutated package)",
+        help="run these tests instead of pyproject's selection (e.g. only those of the mutated package); "
+        "pytest's --ignore=PATH and --deselect=ID may be among them",
     )
     parser.add_argument("--names", nargs="*", default=[], help="exactly these mutants (mutmut's names)")
     parser.add_argument(
@@ -249,7 +251,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="skip mutmut's run of the covering tests without mutants (minutes); only after a green stats run",
     )
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    # argparse takes `--ignore=…`/`--deselect=…` for options of its own: they belong to --tests
+    passed_on = [option for option in extra if option.startswith(PYTEST_SELECTION_OPTIONS)]
+    if passed_on != extra or (passed_on and not args.tests):
+        parser.error(f"unrecognized arguments: {' '.join(extra)} (pytest's --ignore/--deselect go after --tests)")
+    args.tests += passed_on
     paths = args.paths or (changed_paths(args.changed) if args.changed else list(PACKAGES))
     if not paths:
         print("no changed files in the mutated packages")
