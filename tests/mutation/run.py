@@ -43,7 +43,10 @@ EQUIVALENTS = Path("docs/testing.md")  # its table of equivalent mutants: | `nam
 REPORT = Path("mutants/veil-report.md")
 SUMMARY = Path("mutants/veil-report.json")
 KILLED = {"killed", "timeout"}
-PYTEST_SELECTION_OPTIONS = ("--ignore=", "--deselect=")  # allowed among --tests  # a timeout is a mutant the tests noticed (an endless loop)
+PYTEST_SELECTION_OPTIONS = (
+    "--ignore=",
+    "--deselect=",
+)  # allowed among --tests  # a timeout is a mutant the tests noticed (an endless loop)
 
 
 def module_glob(path: str) -> str:
@@ -255,7 +258,9 @@ def main(argv: list[str] | None = None) -> int:
     # argparse takes `--ignore=…`/`--deselect=…` for options of its own: they belong to --tests
     passed_on = [option for option in extra if option.startswith(PYTEST_SELECTION_OPTIONS)]
     if passed_on != extra or (passed_on and not args.tests):
-        parser.error(f"unrecognized arguments: {' '.join(extra)} (pytest's --ignore/--deselect go after --tests)")
+        parser.error(
+            f"unrecognized arguments: {' '.join(extra)} (pytest's --ignore/--deselect go after --tests)"
+        )
     args.tests += passed_on
     paths = args.paths or (changed_paths(args.changed) if args.changed else list(PACKAGES))
     if not paths:
