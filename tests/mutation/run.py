@@ -117,6 +117,17 @@ def generate() -> None:
     copy_also_copy_files()
     setup_source_paths()
     create_mutants(1)
+    forget_missing_paths()
+
+
+def forget_missing_paths() -> None:
+    """PYTHONPATH names mutants/, which on a fresh checkout did not exist when this interpreter started:
+    the import system then cached that entry as a directory with nothing in it (a ``None`` finder) and
+    never looks there again, so mutmut's in-process stats run could not import ``tests`` and stopped
+    with "Failed to run pytest" — the first run on a new machine, never the second."""
+    for entry, finder in list(sys.path_importer_cache.items()):
+        if finder is None:
+            del sys.path_importer_cache[entry]
 
 
 def select(globs: list[str], *, rerun: str, sample: int, seed: int, per_path: bool = False) -> list[str]:
