@@ -118,3 +118,13 @@ def test_a_numeric_nan_in_a_keys_domain_is_no_public_key(service: QueryService) 
     assert outcome.table is not None and outcome.tag == "SELECT 1"
     ((key, count),) = outcome.table.rows
     assert key == 1 and abs(count - 2941) <= 60
+
+
+def test_a_public_query_is_sent_in_postgresqls_dialect(service: QueryService) -> None:
+    """A query of a public table goes to the engine as written, free — in PostgreSQL's SQL
+    (``POSITION('o' IN code)``, not the generic ``STR_POSITION``; fresh sample, seed 1142)."""
+    outcome = run(service, "SELECT code, strpos(code, 'o') AS p FROM zones ORDER BY code")
+    assert outcome.table is not None
+    assert [tuple(row) for row in outcome.table.rows] == [("east", 0), ("north", 2), ("south", 2)]
+    assert outcome.charge is None
+    assert spent(service) == (0.0, 0.0)

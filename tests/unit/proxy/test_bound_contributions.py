@@ -325,3 +325,21 @@ def test_two_inputs_under_one_name_are_refused() -> None:
         distinct_inputs([narrow, wide])
     with pytest.raises(PolicyViolationError, match="cannot be told apart"):
         distinct_inputs([narrow, AggregateInput("e_same", exp.column("cost"), lower=0.0, upper=1.0)])
+
+
+def test_a_per_person_subquerys_distinct_count_is_made_error_free_and_counted(
+    engine: duckdb.DuckDBPyConnection,
+) -> None:
+    """``COUNT(DISTINCT …)`` inside the per-person subquery: its arguments go through the same
+    error-free rewrite as any other aggregate's (fresh mutation sample, seed 1142); each person's
+    distinct count is the engine's own, clamped to [0, 3]."""
+    truth = engine.execute(
+        "SELECT COUNT(*), SUM(LEAST(n, 3)) FROM "
+        "(SELECT patient_id, COUNT(DISTINCT upper(region)) AS n FROM visits GROUP BY patient_id)"
+    ).fetchall()
+    rows = run(
+        engine,
+        "SELECT COUNT(*), SUM(veil_clamp(n, 0, 3)) FROM (SELECT patient_id, COUNT(DISTINCT upper(region)) AS n"
+        " FROM visits GROUP BY patient_id) p",
+    )
+    assert rows == truth and truth[0][0] == 5
