@@ -14,16 +14,14 @@ import pytest
 
 from budget.loss import PrivacyLoss
 from proxy.backends.postgres import PostgresBackend
-from proxy.query.service import Principal, QueryService, StatementOutcome
-from proxy.settings import SessionSettings
+from proxy.query.service import QueryService
 from tests.conftest import schema_in
+from tests.postgres.test_query_dialect_postgres import run, spent
 from tests.postgres.test_query_service_both_backends import postgres_clinic
 from tests.service_fixture import granted_ledger, serving
 from tests.unit.proxy.policy_fixture import clinic_postgres_policy
 
 pytestmark = pytest.mark.postgres
-
-ALICE = Principal("alice")
 
 
 @pytest.fixture
@@ -39,16 +37,6 @@ def service(tmp_path: Path, postgres_dsn: str) -> Iterator[QueryService]:
         )
         with serving(dataset, backend, ledger, seed=13) as service:
             yield service
-
-
-def run(service: QueryService, sql: str, **settings: str) -> StatementOutcome:
-    (tree,) = service.parse(sql)
-    return service.run(tree, principal=ALICE, settings=SessionSettings(settings))
-
-
-def spent(service: QueryService) -> tuple[float, float]:
-    balance = service.ledger.balance("alice", "clinic")
-    return balance.spent_epsilon, balance.spent_delta
 
 
 def test_a_per_person_values_bound_is_chosen_in_postgresqls_dialect(service: QueryService) -> None:
