@@ -10,7 +10,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from budget.audit import AuditEntry, AuditLog, Decision
 from budget.errors import LedgerStoreError
 from budget.ledger import Ledger
 from budget.store import SQLiteStore, Transaction
+from tests.unit.budget.test_group_commit import write_lock_held
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 KEY = CacheKey("alice", "demo", "v1", "digest-1")
@@ -51,18 +52,6 @@ def store(path: Path) -> Iterator[RecordingStore]:
     opened = RecordingStore(path, lock_timeout=0.2)
     yield opened
     opened.close()
-
-
-@contextmanager
-def write_lock_held(path: Path) -> Iterator[None]:
-    """SQLite's write lock, held by another connection (as another process would) until the block ends."""
-    connection = sqlite3.connect(path, isolation_level=None)
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    finally:
-        connection.execute("COMMIT")
-        connection.close()
 
 
 def entry(at: datetime, analyst: str = "alice", statement: str = "SELECT 1") -> AuditEntry:

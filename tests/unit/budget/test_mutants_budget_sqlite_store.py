@@ -19,6 +19,7 @@ from budget.errors import LedgerStoreError
 from budget.ledger import Ledger
 from budget.schema import TABLES
 from budget.store import SQLiteStore, Transaction, _sqlite_fault, open_store
+from tests.unit.budget.test_group_commit import write_lock_held
 
 DAMAGED_HINT = "restore the ledger from a backup (sqlite3 ledger.sqlite '.recover' may save what is left)"
 ACCESS_HINT = "check that the file and its directory are readable and writable and not on a network share"
@@ -39,18 +40,6 @@ def store(path: Path) -> Iterator[SQLiteStore]:
     opened = SQLiteStore(path, lock_timeout=0.2)
     yield opened
     opened.close()
-
-
-@contextlib.contextmanager
-def write_lock_held(path: Path) -> Iterator[None]:
-    """SQLite's write lock, held by another connection (as another process would) until the block ends."""
-    connection = sqlite3.connect(path, isolation_level=None)
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    finally:
-        connection.execute("COMMIT")
-        connection.close()
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterator
 from fractions import Fraction
 
 import pytest
@@ -22,21 +21,7 @@ from mechanisms.exponential import (
     exponential_error_bound,
     exponential_mechanism,
 )
-
-
-class Scripted:
-    """A RandomSource that returns the given draws in order, checking each is below its stop, and records
-    the stops asked for. Running out of draws fails the test (the code asked for more than it should)."""
-
-    def __init__(self, draws: list[int]) -> None:
-        self.draws: Iterator[int] = iter(draws)
-        self.stops: list[int] = []
-
-    def randrange(self, stop: int, /) -> int:
-        self.stops.append(stop)
-        value = next(self.draws)
-        assert 0 <= value < stop, (value, stop)
-        return value
+from tests.unit.mechanisms.test_mutants_mech_samplers import Scripted
 
 
 class Refusing:
