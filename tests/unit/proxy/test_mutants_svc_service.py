@@ -10,10 +10,16 @@ import pytest
 
 from proxy.analysis.federated import SHAPE_HINT
 from proxy.config import ColumnType, FederationPolicy
-from proxy.errors import BackendUnavailableError, InvalidParameterValueError, UnsupportedQueryError
+from proxy.errors import (
+    BackendUnavailableError,
+    DatatypeMismatchError,
+    InvalidParameterValueError,
+    UnsupportedQueryError,
+)
 from proxy.federation.exchange import FederatedCounts
 from proxy.query.service import QueryService
 from proxy.settings import SessionSettings
+from proxy.wire.types import INT4
 from tests.unit.proxy import test_service_answers as answers
 from tests.unit.proxy.test_service_answers import ALICE, FEDERATED, TTEST, PeerSite, run, spent
 
@@ -253,3 +259,59 @@ def test_a_constant_query_is_sent_to_the_sandbox_in_its_dialect(service: QuerySe
     """``strpos`` is STRPOS on DuckDB; the generic dialect's STR_POSITION is no DuckDB function."""
     outcome = run(service, "SELECT strpos('abc', 'c') + 1 AS p")
     assert outcome.table is not None and outcome.table.rows == [(4,)]
+
+
+def test_a_union_all_of_int4_columns_is_sent_as_int4(service: QueryService) -> None:
+    """Parts whose column is int4 in every part keep the type PostgreSQL would send (a client such as
+    node-postgres reads int4 as a number but int8 as a string)."""
+    outcome = run(
+        service,
+        "SELECT CAST(COUNT(*) AS INTEGER) AS n FROM visits UNION ALL "
+        "SELECT CAST(COUNT(*) AS INTEGER) FROM visits WHERE age > 30",
+        **{"veil.epsilon": "1"},
+    )
+    assert outcome.table is not None
+    assert [(c.type, c.type_oid) for c in outcome.table.columns] == [(ColumnType.INTEGER, INT4)]
+
+
+def test_a_union_all_of_text_and_a_number_is_refused_before_spending(service: QueryService) -> None:
+    with pytest.raises(
+        DatatypeMismatchError, match="UNION types text and integer cannot be matched"
+    ) as refused:
+        run(
+            service,
+            "SELECT region, COUNT(*) FROM visits GROUP BY region UNION ALL "
+            "SELECT COUNT(*), COUNT(*) FROM visits",
+            **{"veil.epsilon": "1"},
+        )
+    assert refused.value.hint == "make column 1 (region) the same type in every part, e.g. with CAST"
+    assert spent(service) == 0.0
+
+
+def test_a_union_all_that_fails_in_the_engine_is_charged_and_audited_so(
+    service: QueryService,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The failure after the first engine query carries the union's charge (the audit log records it)."""
+    measured = service.backend.execute
+    calls = []
+
+    def fails_second(sql: str) -> object:
+        calls.append(sql)
+        if len(calls) > 1:
+            raise duckdb.IOException("the disk is gone")
+        return measured(sql)
+
+    monkeypatch.setattr(service.backend, "execute", fails_second)
+    with pytest.raises(BackendUnavailableError) as failed:
+        run(
+            service,
+            "SELECT COUNT(*) FROM visits UNION ALL SELECT COUNT(*) FROM visits WHERE age > 30",
+            **{"veil.epsilon": "1"},
+        )
+    charge = failed.value.charge
+    assert charge is not None and (charge.epsilon, charge.delta, charge.cached) == (1.0, 0.0, False)
+    assert failed.value.detail is not None and failed.value.detail.startswith(
+        "this failed query was charged ε=1 in 2 parts of a UNION ALL"
+    )
+    assert spent(service) == 1.0
