@@ -315,3 +315,22 @@ def test_a_union_all_that_fails_in_the_engine_is_charged_and_audited_so(
         "this failed query was charged ε=1 in 2 parts of a UNION ALL"
     )
     assert spent(service) == 1.0
+
+
+def test_show_veil_budget_shows_the_analysts_own_budget(service: QueryService) -> None:
+    run(service, "SELECT COUNT(*) FROM visits", **{"veil.epsilon": "0.25"})
+    outcome = run(service, "SHOW veil.budget")
+    assert outcome.tag == "SHOW" and outcome.table is not None and outcome.charge is None
+    names = [c.name for c in outcome.table.columns]
+    (row,) = outcome.table.rows
+    shown = dict(zip(names, row, strict=True))
+    assert (shown["dataset"], shown["granted_epsilon"], shown["spent_epsilon"]) == ("clinic", 10.0, 0.25)
+
+
+@pytest.mark.parametrize(
+    ("sql", "tag"), [("DEALLOCATE ALL", "DEALLOCATE ALL"), ("DEALLOCATE s1", "DEALLOCATE")]
+)
+def test_deallocate_is_answered_with_its_tag(service: QueryService, sql: str, tag: str) -> None:
+    """Drivers send DEALLOCATE for their prepared statements; the service answers it without a table."""
+    outcome = run(service, sql)
+    assert (outcome.tag, outcome.table) == (tag, None)
