@@ -3,6 +3,8 @@ COPY, the federated count, ``veil.budget``, constant queries and Describe show t
 
 from __future__ import annotations
 
+import dataclasses
+import random
 import re
 
 import duckdb
@@ -334,3 +336,41 @@ def test_deallocate_is_answered_with_its_tag(service: QueryService, sql: str, ta
     """Drivers send DEALLOCATE for their prepared statements; the service answers it without a table."""
     outcome = run(service, sql)
     assert (outcome.tag, outcome.table) == (tag, None)
+
+
+# -- the answer cache --------------------------------------------------------------------------------
+
+
+def test_without_the_answer_cache_a_repeated_query_is_charged_again(service: QueryService) -> None:
+    """``answer_cache = false``: no stored answer is looked up (nor a key made); every answer is fresh and
+    charged — also one re-planned with a bound remembered from an earlier choice."""
+    service.dataset = dataclasses.replace(service.dataset, answer_cache=False)
+    first = run(service, "SELECT COUNT(*) FROM visits", **{"veil.epsilon": "0.5"})
+    again = run(service, "SELECT COUNT(*) FROM visits", **{"veil.epsilon": "0.5"})
+    assert first.charge is not None and again.charge is not None and not again.charge.cached
+    assert spent(service) == 1.0
+    run(service, "SELECT COUNT(*) FROM ratings", **{"veil.epsilon": "1"})  # chooses and remembers the bound
+    total = run(service, "SELECT SUM(stars) FROM ratings", **{"veil.epsilon": "1"})
+    assert "remembered from an earlier choice" in total.notices[0]
+    assert total.charge is not None and not total.charge.cached and spent(service) == 3.0
+
+
+def test_answers_with_remembered_bounds_are_stored_apart_for_different_filters(service: QueryService) -> None:
+    """Two sums over different filters of ratings, each with a bound remembered from a count under its
+    own filter: the second is measured, not given the first's stored answer — the filter is only in the
+    engine SQL, so the stored answer's key must hold it. Each user has 4 consecutive star values of 1–5,
+    so both filters leave the same per-user counts, and with the same noise draws the same bound is
+    chosen. Sums over 8,000 ratings: 22,400 above one star, 16,000 below five."""
+    answers, notices = {}, set()
+    for where in ("stars > 1", "stars < 5"):
+        service.rng = random.Random(7)  # the same draws for both choices of the bound
+        run(service, f"SELECT COUNT(*) FROM ratings WHERE {where}", **{"veil.epsilon": "1"})
+        total = run(service, f"SELECT SUM(stars) FROM ratings WHERE {where}", **{"veil.epsilon": "1"})
+        assert total.charge is not None and not total.charge.cached
+        assert total.table is not None
+        ((answers[where],),) = total.table.rows
+        notices.add(total.notices[0].split("; ")[0])
+    (notice,) = notices  # the same bound, remembered for both
+    assert "remembered from an earlier choice" in notice
+    assert abs(answers["stars > 1"] - 22400) < 1000 and abs(answers["stars < 5"] - 16000) < 1000
+    assert spent(service) == 4.0
