@@ -374,3 +374,30 @@ def test_answers_with_remembered_bounds_are_stored_apart_for_different_filters(s
     assert "remembered from an earlier choice" in notice
     assert abs(answers["stars > 1"] - 22400) < 1000 and abs(answers["stars < 5"] - 16000) < 1000
     assert spent(service) == 4.0
+
+
+# -- session commands --------------------------------------------------------------------------------
+
+
+def test_set_of_a_reported_setting_tells_the_client_its_new_value(service: QueryService) -> None:
+    """The session sends a ParameterStatus for application_name (drivers and pgAdmin show it); a Veil
+    setting is not reported."""
+    settings = SessionSettings()
+    (named,) = service.parse("SET application_name = 'report'")
+    outcome = service.run(named, principal=ALICE, settings=settings)
+    assert (outcome.tag, outcome.parameter_changed) == ("SET", ("application_name", "report"))
+    (epsilon,) = service.parse("SET veil.epsilon = 0.5")
+    assert service.run(epsilon, principal=ALICE, settings=settings).parameter_changed is None
+
+
+def test_reset_of_one_setting_restores_its_default_and_show_answers_with_its_tag(
+    service: QueryService,
+) -> None:
+    settings = SessionSettings({"veil.epsilon": "0.5", "veil.round": "2"})
+    (reset,) = service.parse("RESET veil.epsilon")
+    assert service.run(reset, principal=ALICE, settings=settings).tag == "RESET"
+    (show,) = service.parse("SHOW veil.epsilon")
+    shown = service.run(show, principal=ALICE, settings=settings)
+    assert shown.tag == "SHOW" and shown.table is not None
+    assert shown.table.rows == [(repr(service.dataset.default_epsilon),)]
+    assert settings.get("veil.round") == "2", "only the named setting is reset"
