@@ -1,5 +1,6 @@
 """Survivors of a random sample of proxy/query/service.py's mutants (seed 2101, docs/testing.md): what
-COPY, the federated count, ``veil.budget``, constant queries and Describe show the analyst and record."""
+failures after the engine are charged, what the answer cache keys, and what COPY, the federated count,
+UNION ALL, ``veil.budget``, session commands and Describe show the analyst and record."""
 
 from __future__ import annotations
 
