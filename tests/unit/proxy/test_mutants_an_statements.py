@@ -155,3 +155,32 @@ def test_a_correlation_of_per_person_values_is_clamped_to_the_bounds_chosen_for_
     assert (pair.y.lower, pair.y.upper, pair.x.lower, pair.x.upper) == (0.0, 400.0, 0.0, 4.0)
     assert (pair.product.lower, pair.product.upper) == (0.0, 1600.0)
     assert pair.label == "s, n"
+
+
+RECONSTRUCT_USAGE = "SELECT * FROM veil_reconstruct('release_table', 'attribute' [, 'attribute' …])"
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        (
+            "SELECT a FROM veil_reconstruct('r', 'x')",
+            "select * from veil_reconstruct(…): its columns are the attributes and count",
+        ),
+        (
+            "SELECT * FROM veil_reconstruct('r')",
+            "veil_reconstruct takes the release's name and 1 to 6 attribute names, as strings",
+        ),
+        (
+            "SELECT * FROM veil_reconstruct('r', 'a', 'b', 'c', 'd', 'e', 'f', 'g')",
+            "veil_reconstruct takes the release's name and 1 to 6 attribute names, as strings",
+        ),
+        (
+            "SELECT * FROM veil_reconstruct('visits', 'age')",
+            '"visits" is a private table: veil_reconstruct reads published releases only',
+        ),
+    ],
+)
+def test_veil_reconstruct_reads_published_releases_in_one_form(sql: str, message: str) -> None:
+    error = refusal(PolicyViolationError, sql)
+    assert (error.sqlstate, error.message, error.hint) == ("42501", message, RECONSTRUCT_USAGE)
