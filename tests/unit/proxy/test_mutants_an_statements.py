@@ -184,3 +184,23 @@ RECONSTRUCT_USAGE = "SELECT * FROM veil_reconstruct('release_table', 'attribute'
 def test_veil_reconstruct_reads_published_releases_in_one_form(sql: str, message: str) -> None:
     error = refusal(PolicyViolationError, sql)
     assert (error.sqlstate, error.message, error.hint) == ("42501", message, RECONSTRUCT_USAGE)
+
+
+@pytest.mark.parametrize(
+    ("sql", "message", "hint"),
+    [
+        (
+            "SELECT mode(region) FROM visits",
+            "mode(col) is not PostgreSQL's MODE aggregate",
+            "write MODE() WITHIN GROUP (ORDER BY col)",
+        ),
+        (
+            "SELECT MODE() WITHIN GROUP (ORDER BY region || 'x') FROM visits",
+            "MODE() is answered only WITHIN GROUP (ORDER BY one column)",
+            "write MODE() WITHIN GROUP (ORDER BY col) with a column declared public in the policy",
+        ),
+    ],
+)
+def test_a_mode_not_of_one_column_says_how_to_write_it(sql: str, message: str, hint: str) -> None:
+    error = refusal(UnsupportedQueryError, sql)
+    assert (error.sqlstate, error.message, error.hint) == ("0A000", message, hint)
