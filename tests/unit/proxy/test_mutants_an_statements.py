@@ -123,6 +123,14 @@ def test_a_ranking_refusal_says_how_to_rank() -> None:
         "a ranking subquery must be filtered with WHERE r <= k",
         RANKING_HINT,
     )
+    with pytest.raises(PolicyViolationError) as ordered_inside:
+        shape_of(
+            PARTITIONED.replace("GROUP BY region, genre)", "GROUP BY region, genre ORDER BY 1)"), dataset
+        )
+    assert (ordered_inside.value.message, ordered_inside.value.hint) == (
+        "ORDER BY is not supported inside a ranking subquery",
+        "sort and filter in the outer query: " + RANKING_HINT,
+    )
     with pytest.raises(PolicyViolationError) as unknown:
         shape_of(PARTITIONED.replace("SELECT region, genre, n FROM", "SELECT region, genre, m FROM"), dataset)
     assert (unknown.value.message, unknown.value.hint) == (
