@@ -131,6 +131,15 @@ def test_a_ranking_refusal_says_how_to_rank() -> None:
         "ORDER BY is not supported inside a ranking subquery",
         "sort and filter in the outer query: " + RANKING_HINT,
     )
+    filtered = PARTITIONED.replace(
+        "COUNT(DISTINCT user_id) DESC", "COUNT(DISTINCT user_id) FILTER (WHERE price > 1) DESC"
+    ).replace("COUNT(DISTINCT user_id) AS n", "COUNT(DISTINCT user_id) FILTER (WHERE price > 1) AS n")
+    with pytest.raises(PolicyViolationError) as conditional:
+        shape_of(filtered, dataset)
+    assert (conditional.value.message, conditional.value.hint) == (
+        "ROW_NUMBER() does not rank by a count with a condition (FILTER or CASE)",
+        "move the condition to WHERE: the keys rank the same, and those without a matching row rank last either way",
+    )
     with pytest.raises(PolicyViolationError) as unknown:
         shape_of(PARTITIONED.replace("SELECT region, genre, n FROM", "SELECT region, genre, m FROM"), dataset)
     assert (unknown.value.message, unknown.value.hint) == (
