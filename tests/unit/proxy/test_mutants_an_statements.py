@@ -140,6 +140,14 @@ def test_a_ranking_refusal_says_how_to_rank() -> None:
         "ROW_NUMBER() does not rank by a count with a condition (FILTER or CASE)",
         "move the condition to WHERE: the keys rank the same, and those without a matching row rank last either way",
     )
+    with pytest.raises(PolicyViolationError) as by_sum:
+        shape_of(
+            PARTITIONED.replace("ORDER BY COUNT(DISTINCT user_id) DESC", "ORDER BY SUM(price) DESC"), dataset
+        )
+    assert (by_sum.value.message, by_sum.value.hint) == (
+        "ROW_NUMBER() ranks only by COUNT(*) or COUNT(DISTINCT <privacy unit>), the subquery's one aggregate",
+        RANKING_HINT,
+    )
     with pytest.raises(PolicyViolationError) as unknown:
         shape_of(PARTITIONED.replace("SELECT region, genre, n FROM", "SELECT region, genre, m FROM"), dataset)
     assert (unknown.value.message, unknown.value.hint) == (
