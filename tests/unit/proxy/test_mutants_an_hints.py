@@ -4,7 +4,9 @@ PostgreSQL reads them: analysis/argument_checks.py, copy.py, session_commands.py
 from __future__ import annotations
 
 import pytest
+import sqlglot
 
+from proxy.analysis.function_safety import check_argument_kinds
 from proxy.analysis.parse import parse_statements
 from proxy.analysis.session_commands import command_of, execute_arguments
 from proxy.analysis.statements import SetStatement, classify
@@ -14,6 +16,7 @@ from proxy.errors import (
     QuerySyntaxError,
     UnsupportedQueryError,
 )
+from tests.unit.proxy.people_fixture import people
 from tests.unit.proxy.policy_fixture import clinic_policy
 from tests.unit.proxy.test_argument_checks import check
 
@@ -104,3 +107,14 @@ def test_a_set_to_a_word_keeps_the_word(sql: str, value: str) -> None:
     statement = classified(sql)
     assert isinstance(statement, SetStatement)
     assert statement.value == value
+
+
+def test_scaling_an_interval_is_refused_in_words() -> None:
+    with pytest.raises(UnsupportedQueryError) as refused:
+        check_argument_kinds(
+            sqlglot.parse_one("INTERVAL '1' DAY * age IS NULL", dialect="postgres"), table=people()
+        )
+    assert (
+        str(refused.value)
+        == "multiplying or dividing an interval is not supported in a query on private data"
+    )

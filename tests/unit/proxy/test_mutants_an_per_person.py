@@ -4,10 +4,13 @@ refused subquery tells the analyst."""
 from __future__ import annotations
 
 import pytest
+import sqlglot
 
+from proxy.analysis.per_person import per_person_table
 from proxy.analysis.refusals import UNSUPPORTED
 from proxy.analysis.statements import PrivateQuery
 from proxy.errors import PolicyViolationError
+from tests.unit.proxy.policy_fixture import clinic_policy
 from tests.unit.proxy.test_mutants_an_joins import classified
 
 PER_PERSON_HINT = (
@@ -45,3 +48,29 @@ def test_a_union_inside_a_subquery_is_refused_as_a_nested_union() -> None:
         "SELECT COUNT(*) FROM (SELECT patient_id FROM visits UNION ALL SELECT patient_id FROM patients) p"
     )
     assert (error.message, error.hint) == UNSUPPORTED["nested UNION ALL"]
+
+
+def test_a_per_person_subquery_over_another_grouped_subquery_says_to_use_one_level() -> None:
+    error = refused(
+        "SELECT COUNT(*) FROM (SELECT patient_id, COUNT(*) AS n FROM "
+        "(SELECT patient_id, COUNT(*) AS m FROM visits GROUP BY patient_id) q GROUP BY patient_id) p"
+    )
+    assert error.message == "a per-person subquery must read a table, not another grouped subquery"
+    assert error.hint == (
+        "compute each person's values in one subquery: SELECT unit, COUNT(*) AS n, SUM(x) AS s "
+        "FROM table GROUP BY unit; only one level of per-person aggregation is answered"
+    )
+
+
+def test_a_per_person_subquery_over_values_is_refused_as_not_one_table() -> None:
+    select = sqlglot.parse_one(
+        "SELECT COUNT(*) FROM (SELECT patient_id, COUNT(*) AS n FROM (VALUES (1)) AS v(patient_id) "
+        "GROUP BY patient_id) p",
+        read="postgres",
+    )
+    with pytest.raises(PolicyViolationError) as error:
+        per_person_table(select.args["from_"].this, clinic_policy())
+    assert (error.value.message, error.value.hint) == (
+        "a per-person subquery reads one table",
+        PER_PERSON_HINT,
+    )
