@@ -60,6 +60,11 @@ def parse_statements(sql: str, *, max_tokens: int | None = None) -> list[exp.Exp
         ) from None
     except TokenError as error:
         raise QuerySyntaxError(f"syntax error: {error}") from None
+    except ValueError as error:  # sqlglot's parser rejects some text this way, e.g. SET a = "" (empty name)
+        raise QuerySyntaxError(
+            f"syntax error: {error}",
+            hint="check the SQL: a double-quoted name cannot be empty (strings take single quotes)",
+        ) from None
     except RecursionError:
         raise too_deep() from None
     return [tree for tree in trees if tree is not None]

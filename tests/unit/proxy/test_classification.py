@@ -187,6 +187,14 @@ def test_syntax_error_carries_position() -> None:
     assert raised.value.position is not None and raised.value.position > 20
 
 
+@pytest.mark.parametrize("sql", ['SET a = ""', 'SET veil.round = ""'])
+def test_text_sqlglot_rejects_with_a_value_error_is_a_syntax_error(sql: str) -> None:
+    """Not an internal error: PostgreSQL answers 42601 ("zero-length delimited identifier")."""
+    with pytest.raises(QuerySyntaxError, match="syntax error") as raised:
+        parse_statements(sql)
+    assert raised.value.sqlstate == "42601" and raised.value.hint
+
+
 @pytest.mark.parametrize(
     ("sql", "expected"),
     [
