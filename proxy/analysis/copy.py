@@ -75,12 +75,18 @@ def _query(source: exp.Expression, dataset: DatasetPolicy) -> exp.Query:
 def _options(params: list[exp.Expression]) -> CopyOptions:
     """``WITH (FORMAT csv, HEADER, DELIMITER ';')`` and the pre-9.0 forms psql's \\copy sends (``CSV HEADER``)."""
     found: dict[str, object] = {}
+    delimiter_next = False
     for param in params:
         name = param.this.name.lower() if param.this is not None else ""
         value = param.args.get("expression")
-        if name == "csv":  # legacy: CSV [HEADER] — sqlglot reads the next word as CSV's value
-            found["format"] = "csv"
+        if delimiter_next:  # legacy CSV DELIMITER ';': sqlglot makes ';' a parameter of its own
+            found["delimiter"], delimiter_next = _delimiter(param.this), False
             if value is not None:
+                _legacy(value, found)
+        elif name == "csv":  # legacy: CSV [HEADER] — sqlglot reads the next word as CSV's value
+            found["format"] = "csv"
+            delimiter_next = value is not None and value.name.lower() == "delimiter"
+            if value is not None and not delimiter_next:
                 _legacy(value, found)
         elif name in ("binary",):
             raise UnsupportedQueryError("COPY in binary format is not supported", hint="FORMAT text or csv")
@@ -96,7 +102,9 @@ def _options(params: list[exp.Expression]) -> CopyOptions:
         elif name == "delimiter":
             found["delimiter"] = _delimiter(value)
         else:
-            _legacy(param.this, found, value)
+            _legacy(param.this, found)
+    if delimiter_next:
+        raise UnsupportedQueryError("COPY option DELIMITER needs a value", hint="e.g. CSV DELIMITER ';'")
     return _checked(CopyOptions(**found))  # type: ignore[arg-type]
 
 
@@ -114,12 +122,10 @@ def _checked(options: CopyOptions) -> CopyOptions:
     return options
 
 
-def _legacy(word: exp.Expression, found: dict[str, object], value: exp.Expression | None = None) -> None:
-    name = word.name.lower()
-    if name == "header":
+def _legacy(word: exp.Expression, found: dict[str, object]) -> None:
+    """A word of the pre-9.0 option list after CSV (its DELIMITER is handled by :func:`_options`)."""
+    if word.name.lower() == "header":
         found["header"] = True
-    elif name == "delimiter" and value is not None:
-        found["delimiter"] = _delimiter(value)
     else:
         raise UnsupportedQueryError(
             f"COPY option {word.name!r} is not supported", hint="FORMAT text|csv, HEADER, DELIMITER 'x'"

@@ -100,6 +100,10 @@ def test_statements_after_a_move_or_close_in_one_query_are_read_too() -> None:
     [
         ("COPY (SELECT 1) TO STDOUT", CopyOptions()),
         ("COPY (SELECT 1) TO STDOUT CSV HEADER", CopyOptions(format="csv", header=True)),
+        ("COPY (SELECT 1) TO STDOUT CSV DELIMITER ';'", CopyOptions("csv", False, ";")),
+        ("COPY (SELECT 1) TO STDOUT CSV DELIMITER '|' HEADER", CopyOptions("csv", True, "|")),
+        ("COPY (SELECT 1) TO STDOUT CSV HEADER DELIMITER ';'", CopyOptions("csv", True, ";")),
+        ("COPY (SELECT 1) TO STDOUT DELIMITER ';' CSV HEADER", CopyOptions("csv", True, ";")),
         ("COPY (SELECT 1) TO STDOUT (FORMAT csv, HEADER, DELIMITER ';')", CopyOptions("csv", True, ";")),
         ("COPY (SELECT 1) TO STDOUT WITH (FORMAT text, HEADER false)", CopyOptions()),
         ("COPY (SELECT 1) TO STDOUT WITH DELIMITER '|'", CopyOptions(delimiter="|")),
@@ -122,6 +126,8 @@ def test_copy_options_in_every_spelling_psql_and_drivers_send(text: str, expecte
         ("COPY (SELECT 1) TO STDOUT (DELIMITER 'a')", InvalidParameterValueError, 'cannot be "a"'),
         ("COPY (SELECT 1) TO STDOUT (DELIMITER '.')", InvalidParameterValueError, 'cannot be "."'),
         ("COPY (SELECT 1) TO STDOUT (FORMAT csv, DELIMITER '\"')", InvalidParameterValueError, "quote"),
+        ("COPY (SELECT 1) TO STDOUT CSV DELIMITER", UnsupportedQueryError, "DELIMITER needs a value"),
+        ("COPY (SELECT 1) TO STDOUT CSV DELIMITER ';' FREEZE", UnsupportedQueryError, "option 'FREEZE'"),
     ],
 )
 def test_copy_refusals_name_what_to_write_instead(text: str, error: type[Exception], message: str) -> None:
