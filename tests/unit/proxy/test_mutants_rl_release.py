@@ -10,7 +10,9 @@ import random
 import pytest
 
 from proxy.analysis.aggregates import AggregateKind
-from proxy.release.apply import _spread, release
+from proxy.release.apply import ReleasedTable, _spread, null_notes, release
+from proxy.release.plan import price_query
+from tests.unit.proxy.test_dates_and_pairs import shape_of
 from tests.unit.proxy.test_release_spreads import plan_for as spread_plan_for
 
 # -- the "(other)" row ---------------------------------------------------------------------------------
@@ -48,3 +50,16 @@ def test_a_small_standard_deviation_keeps_its_delta_method_spread() -> None:
     assert deviation == pytest.approx(0.5, rel=1e-12)
     assert deviation_sd == pytest.approx(variance_sd / (2 * 0.5), rel=1e-12)
     assert deviation_sd < 1.0 < math.sqrt(100.0**2 / 4)
+
+
+# -- notices -------------------------------------------------------------------------------------------
+
+
+def test_the_null_correlation_notice_tells_the_analyst_what_helps() -> None:
+    """The NOTICE beside a NULL CORR reaches the analyst: it ends with what to change, in its own case."""
+    plan = price_query(shape_of("SELECT CORR(y, x) FROM m"), epsilon=1.0)
+    (note,) = null_notes(plan, ReleasedTable(columns=(), rows=[(None,), (0.2,)]))
+    assert note.startswith("corr(y, x) is NULL in 1 of 2 row(s): ")
+    assert note.endswith(
+        "(too few rows or too little spread for the noise at this ε; a larger ε or a wider group helps)"
+    )
