@@ -63,3 +63,14 @@ def test_the_null_correlation_notice_tells_the_analyst_what_helps() -> None:
     assert note.endswith(
         "(too few rows or too little spread for the noise at this ε; a larger ε or a wider group helps)"
     )
+
+
+def test_a_noisy_covariance_reports_the_spread_of_its_noise() -> None:
+    """COVAR_POP comes from four noisy statistics; its ``veil.round = auto`` spread carries their noise
+    (delta method), so it is positive: a spread of 0 would present the noisy covariance as exact. At
+    n = 10,000, mean x = 0.5, mean y = 1 and covariance 1 (inside the clamp of ±6.25), each statistic's
+    noise moves the value."""
+    plan = price_query(shape_of("SELECT COVAR_POP(y, x) FROM m"), epsilon=10.0)
+    ((value, spread),) = release(plan, [(10_000, 5_000.0, 10_000, 15_000.0)], rng=random.Random(5)).rows
+    assert value == pytest.approx(1.0, abs=0.05)
+    assert 0.0 < spread < 0.05
