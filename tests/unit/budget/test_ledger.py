@@ -265,8 +265,11 @@ def test_verifier_of_unknown_analyst_is_none(ledger: Ledger) -> None:
 
 
 def test_refuses_a_plaintext_password_as_verifier(ledger: Ledger) -> None:
-    with pytest.raises(InvalidVerifierError, match="not a SCRAM-SHA-256 verifier"):
+    with pytest.raises(InvalidVerifierError, match="not a SCRAM-SHA-256 verifier") as refused:
         ledger.add_analyst("bob", "hunter2")
+    assert refused.value.hint == (
+        "pass SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>, never a plaintext password"
+    )
 
 
 def test_add_analyst_twice_is_refused(ledger: Ledger) -> None:

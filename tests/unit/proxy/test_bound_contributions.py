@@ -343,3 +343,18 @@ def test_a_per_person_subquerys_distinct_count_is_made_error_free_and_counted(
         " FROM visits GROUP BY patient_id) p",
     )
     assert rows == truth and truth[0][0] == 5
+
+
+def test_a_per_person_subquerys_aggregate_argument_cannot_fail_on_one_row(
+    engine: duckdb.DuckDBPyConnection,
+) -> None:
+    """A per-person SUM over a cast that fails on some rows' text ('e' is no integer) must not raise:
+    whether the query fails would tell what one person's rows hold. The argument goes through the
+    error-free rewrite (TRY_CAST), so the failing rows count as NULL (fresh mutation sample, seed 1143)."""
+    sql = (
+        "SELECT COUNT(*), SUM(veil_clamp(s, 0, 3)) FROM (SELECT patient_id, SUM(CAST(note AS INTEGER)) AS s"
+        " FROM visits GROUP BY patient_id) p"
+    )
+    with pytest.raises(duckdb.ConversionException):  # the analyst's SQL as written does fail in the engine
+        engine.execute(sql.replace("veil_clamp(s, 0, 3)", "s")).fetchall()
+    assert run(engine, sql) == [(5, None)]
