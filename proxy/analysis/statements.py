@@ -285,7 +285,10 @@ def _budget_query(tree: exp.Expression, tables: list[exp.Table]) -> BudgetQuery:
 
 
 def _refuse_non_select(tree: exp.Expression, dataset: DatasetPolicy) -> None:
-    if any(dataset.table(table.name) for table in referenced_tables(tree)):
+    """A statement touching a private table is a privacy refusal (42501); one touching only public lookup
+    tables or nothing is simply not supported, since Veil is read-only (0A000)."""
+    policies = [dataset.table(table.name) for table in referenced_tables(tree)]
+    if any(policy is not None and not policy.public for policy in policies):
         raise refuse("only SELECT statements may read private tables")
     raise UnsupportedQueryError(f"{tree.key.upper()} statements are not supported", hint="Veil is read-only")
 

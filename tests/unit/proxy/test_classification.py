@@ -164,6 +164,7 @@ def test_same_aggregate_twice_is_measured_once() -> None:
         ),
         ("SELECT COUNT(*) OVER () FROM visits", "42501", "window"),
         ("DELETE FROM visits", "42501", "only SELECT"),
+        ("INSERT INTO zones VALUES ('x', 'X')", "0A000", "INSERT statements are not supported"),
         ("SELECT COUNT(*) FROM nowhere", "42P01", 'relation "nowhere" does not exist'),
         ("SELECT COUNT(missing) FROM visits", "42703", 'column "missing" does not exist'),
         ("SELECT COUNT(*) FROM visits WHERE x.age > 1", "42703", "missing FROM-clause entry"),
