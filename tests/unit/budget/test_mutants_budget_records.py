@@ -19,7 +19,6 @@ import pytest
 from budget.answer_cache import AnswerCache, CacheKey
 from budget.audit import AuditEntry, AuditLog, Decision
 from budget.errors import LedgerStoreError
-from budget.ledger import Ledger
 from budget.store import SQLiteStore, Transaction
 from tests.unit.budget.test_group_commit import write_lock_held
 
@@ -37,14 +36,6 @@ class RecordingStore(SQLiteStore):
     def transaction(self, *, write: bool, durable: bool = True) -> AbstractContextManager[Transaction]:
         self.opened.append((bool(write), bool(durable)))
         return super().transaction(write=write, durable=durable)
-
-
-@pytest.fixture
-def path(tmp_path: Path) -> Path:
-    """An empty ledger file (its schema holds the audit and answers tables)."""
-    location = tmp_path / "ledger.sqlite"
-    Ledger.create(location).close()
-    return location
 
 
 @pytest.fixture

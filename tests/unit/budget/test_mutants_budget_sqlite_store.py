@@ -29,13 +29,6 @@ NOT_A_LEDGER_HINT = (
 
 
 @pytest.fixture
-def path(tmp_path: Path) -> Path:
-    location = tmp_path / "ledger.sqlite"
-    Ledger.create(location).close()
-    return location
-
-
-@pytest.fixture
 def store(path: Path) -> Iterator[SQLiteStore]:
     opened = SQLiteStore(path, lock_timeout=0.2)
     yield opened
