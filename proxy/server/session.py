@@ -14,10 +14,9 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import NoReturn, ParamSpec, TypeVar
 
-from proxy.analysis.parameters import Tree, parameterized_statement
+from proxy.analysis.parameters import Tree
 from proxy.analysis.session_commands import (
     CloseCursor,
     DeclareCursor,
@@ -40,28 +39,24 @@ from proxy.errors import (
     UnsupportedQueryError,
     as_proxy_error,
 )
-from proxy.query.service import Description, Principal, QueryService, StatementOutcome
+from proxy.query.service import Principal, QueryService, StatementOutcome
 from proxy.server import cursors
 from proxy.server.analysis_pool import RefusedStatement, parse_accepted
 from proxy.server.audit_trail import AuditTrail
 from proxy.server.connection import READ_CHUNK, ClientGone, Connection
 from proxy.server.context import SessionContext
+from proxy.server.extended import FLUSH_THRESHOLD, ExtendedProtocol
 from proxy.server.login import log_in
-from proxy.server.pings import Ping, PingMemory
+from proxy.server.pings import PingMemory
 from proxy.server.prepared import (
-    Portal,
     PreparedState,
-    PreparedStatement,
     bound_execute,
-    parameter_types,
     sql_prepared_statement,
 )
 from proxy.server.responses import (
     copy_messages,
     error_message,
     outcome_messages,
-    portal_messages,
-    row_description,
 )
 from proxy.server.transaction_block import FAILED, IDLE, IN_BLOCK, TransactionBlock
 from proxy.settings import SessionSettings
@@ -70,8 +65,6 @@ from proxy.wire.errors import InvalidEncodingError, WireProtocolError
 
 log = logging.getLogger("veil.session")
 
-FLUSH_THRESHOLD = 1 << 18
-"""Extended-protocol output waits for Sync or Flush, as PostgreSQL's does, unless it grows past this."""
 READ_AHEAD = 1 << 18
 """While a statement runs, the session reads on (to notice the client leaving), keeping what arrives
 for later; past this many buffered bytes it stops reading, so a client cannot make it buffer without
@@ -83,16 +76,10 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-@dataclass
-class _Attempt:
-    """One extended-protocol message: its audit trail, and the statement it concerns once known (a
-    failure before that — an unknown portal, say — concerns no statement and is not audited)."""
+class Session(ExtendedProtocol):
+    """One client connection, from the startup message to Terminate (the extended protocol's messages:
+    proxy/server/extended.py)."""
 
-    audit: AuditTrail
-    statement: str | None = None
-
-
-class Session:
     def __init__(
         self,
         reader: asyncio.StreamReader,
@@ -431,43 +418,6 @@ class Session:
         if self.transaction.status == IDLE:
             self.prepared.end_transaction()
 
-    # ---- the extended query protocol ----
-
-    async def _extended(
-        self,
-        message: wire.Parse | wire.Bind | wire.Describe | wire.Execute | wire.Close,
-        service: QueryService,
-        principal: Principal,
-    ) -> None:
-        """One Parse, Bind, Describe, Execute or Close. Its answer waits in ``pending`` for Sync or
-        Flush; an error is sent at once, in its place, and starts discarding until Sync."""
-        attempt = _Attempt(
-            AuditTrail(principal=principal.name, client=self.peer, dataset=service.dataset.name)
-        )
-        mark = len(self.pending)
-        try:
-            match message:
-                case wire.Parse():
-                    await self._parse(message, service, attempt)
-                case wire.Bind():
-                    self._bind(message, service, attempt)
-                case wire.Describe():
-                    await self._describe(message, service, principal, attempt)
-                case wire.Execute():
-                    await self._execute(message, service, principal, attempt)
-                case wire.Close():
-                    self.prepared.close(message.kind, message.name)
-                    self.pending += wire.close_complete()
-        except Exception as error:  # the session lives on; the rest of the batch is discarded
-            self.pending += self._refusal(error, attempt.audit, attempt.statement)
-            self.skipping = True
-        if (failure := await self._record(attempt.audit)) is not None:
-            del self.pending[mark:]
-            self.pending += failure
-            self.skipping = True
-        if self.skipping or len(self.pending) > FLUSH_THRESHOLD:
-            await self._flush()  # an error goes out at once, as PostgreSQL's does: clients wait for it
-
     async def _parsed(self, service: QueryService, sql: str) -> list[Tree | RefusedStatement]:
         """Parsed on the event loop when short (a thread hop would cost more than the parse). A long
         text is analysed first in a worker process (proxy/server/analysis_pool.py), because a parse
@@ -488,80 +438,6 @@ class Session:
         aborted; otherwise the refusal the analysis worker found."""
         self.transaction.check(None)
         raise refused.refusal
-
-    async def _parse(self, message: wire.Parse, service: QueryService, attempt: _Attempt) -> None:
-        attempt.statement = message.query
-        trees = await self._parsed(service, message.query)
-        for tree in trees:
-            if isinstance(tree, RefusedStatement):
-                self._refuse_statement(tree)
-        statement = parameterized_statement(trees, service.dataset)  # type: ignore[arg-type]
-        if statement.tree is not None:
-            self.transaction.check(service.transaction_tag(statement.tree))
-        types = parameter_types(message.param_type_oids, statement)
-        self.prepared.add_statement(PreparedStatement(message.statement, message.query, statement, types))
-        self.pending += wire.parse_complete()
-
-    def _bind(self, message: wire.Bind, service: QueryService, attempt: _Attempt) -> None:
-        prepared = self.prepared.statement(message.statement)
-        attempt.statement = prepared.query
-        if prepared.statement.tree is not None:
-            self.transaction.check(service.transaction_tag(prepared.statement.tree))
-        values = prepared.decode(message.param_formats, message.params)
-        self.prepared.add_portal(message.portal, Portal(prepared, values, message.result_formats))
-        self.pending += wire.bind_complete()
-
-    async def _describe(
-        self, message: wire.Describe, service: QueryService, principal: Principal, attempt: _Attempt
-    ) -> None:
-        """A statement is described with stand-in values for its parameters and text result formats;
-        a portal with its own values and formats, and it keeps what it learned for its Execute."""
-        if message.kind == "S":
-            prepared = self.prepared.statement(message.name)
-            attempt.statement = prepared.query
-            tree = prepared.statement.bind(prepared.probes())
-            description = await self._description(tree, service, principal)
-            self.pending += wire.parameter_description(prepared.parameter_types)
-            self.pending += row_description(description.columns, None)
-            return
-        portal = self.prepared.portal(message.name)
-        attempt.statement = portal.statement.query
-        ping = self._remembered_ping(portal, service)
-        if portal.description is None and ping is not None:
-            portal.description = Description(
-                ping.outcome.table.columns if ping.outcome.table else None, ping.outcome
-            )
-        if portal.description is None:
-            tree = portal.statement.statement.bind(portal.values)
-            attempt.statement = service.statement_text(tree) if tree is not None else attempt.statement
-            portal.description = await self._description(tree, service, principal)
-        columns = portal.description.columns
-        self.pending += row_description(columns, portal.formats(columns) if columns is not None else None)
-
-    def _remembered_ping(self, portal: Portal, service: QueryService) -> Ping | None:
-        """The remembered answer of a portal's statement when it is a ping without parameters; never
-        in a failed transaction block, where the pipeline refuses it."""
-        if portal.values or self.transaction.status == FAILED:
-            return None
-        return self.pings.get(portal.statement.query)
-
-    async def _description(
-        self, tree: Tree | None, service: QueryService, principal: Principal
-    ) -> Description:
-        if tree is None:
-            return Description(None)
-        self.transaction.check(service.transaction_tag(tree))
-        command = command_of(tree)
-        if isinstance(command, FetchCursor):
-            return Description(None if command.move else cursors.columns(self.prepared, command.name))
-        if isinstance(command, ExecutePrepared):
-            tree = bound_execute(self.prepared.statement(command.name), command)
-        elif command is not None:
-            return Description(None)  # DECLARE, CLOSE, PREPARE: no rows
-        literals = service.answer_literals(tree)  # a driver's ping, described and answered on the loop
-        if literals is not None and literals.table is not None:
-            return Description(literals.table.columns, literals)
-        return await self._in_worker(service.describe, tree, principal=principal, settings=self.settings)
 
     async def _in_worker(self, function: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
         """Run pipeline work in a worker thread, watching the connection meanwhile. If the client closes
@@ -602,34 +478,6 @@ class Session:
                 return
             self.connection.buffer.feed(data)
         await asyncio.get_running_loop().create_future()  # stop reading; cancelled when the work ends
-
-    async def _execute(
-        self, message: wire.Execute, service: QueryService, principal: Principal, attempt: _Attempt
-    ) -> None:
-        """The first Execute of a portal runs its statement — once: later ones send the rows left."""
-        portal = self.prepared.portal(message.portal)
-        first = portal.outcome is None
-        if first:
-            query = portal.statement.query
-            ping = self._remembered_ping(portal, service)
-            if ping is not None:  # a remembered select list of literals: no pipeline (proxy/server/pings.py)
-                attempt.statement = ping.statement
-                attempt.audit.answered(ping.statement, ping.outcome, ping=True)
-                portal.outcome = ping.outcome
-            else:
-                tree = portal.statement.statement.bind(portal.values)
-                if tree is None:
-                    self.pending += wire.empty_query_response()
-                    return
-                attempt.statement = service.statement_text(tree)
-                described = portal.description.outcome if portal.description is not None else None
-                portal.outcome = await self._run(
-                    tree, attempt.statement, service, principal, attempt.audit, described=described
-                )
-                if not portal.values and not attempt.audit.urgent:
-                    messages = b"".join(outcome_messages(portal.outcome))
-                    self.pings.remember(query, attempt.statement, portal.outcome, messages)
-        self.pending += b"".join(portal_messages(portal, message.max_rows, first=first))
 
     async def _sync(self) -> None:
         self.skipping = False
