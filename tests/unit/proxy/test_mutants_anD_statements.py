@@ -113,13 +113,15 @@ def test_a_federation_counted_on_its_own_is_read_whatever_its_case() -> None:
     [
         "SELECT COUNT(*) FROM hospitals JOIN (SELECT 1) s ON TRUE",
         "WITH h AS (SELECT 1) SELECT COUNT(*) FROM hospitals",
+        "SELECT COUNT(*) FROM hospitals UNION ALL SELECT 1",  # one table, but not one SELECT
+        "COPY hospitals TO STDOUT",
     ],
 )
 def test_a_federation_with_anything_beside_it_is_refused(sql: str) -> None:
     """A federation releases joint counts of its own rows and nothing else: a join or a WITH clause
     (even one reading no table) is not that shape, and is refused before any spend."""
     with pytest.raises(UnsupportedQueryError) as refused:
-        federation_read(select(sql), {"hospitals": HOSPITALS})
+        federation_read(sqlglot.parse_one(sql, read="postgres"), {"hospitals": HOSPITALS})
     assert (refused.value.message, refused.value.hint) == (
         "federation hospitals can only be counted on its own",
         FEDERATION_HINT,
