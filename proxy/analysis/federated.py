@@ -39,7 +39,7 @@ def federation_read(
         not isinstance(tree, exp.Select)
         or len(tables) != 1
         or tree.args.get("joins")
-        or tree.args.get("with")
+        or tree.args.get("with_")  # sqlglot's key for a WITH clause ("with" is never set)
     ):
         raise UnsupportedQueryError(
             f"federation {named[0].name} can only be counted on its own", hint=SHAPE_HINT
