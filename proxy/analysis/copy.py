@@ -76,6 +76,7 @@ def _options(params: list[exp.Expression]) -> CopyOptions:
     """``WITH (FORMAT csv, HEADER, DELIMITER ';')`` and the pre-9.0 forms psql's \\copy sends (``CSV HEADER``)."""
     found: dict[str, object] = {}
     delimiter_next = False
+    previous = ""
     for param in params:
         name = param.this.name.lower() if param.this is not None else ""
         value = param.args.get("expression")
@@ -101,8 +102,11 @@ def _options(params: list[exp.Expression]) -> CopyOptions:
             found["header"] = _boolean(value)
         elif name == "delimiter":
             found["delimiter"] = _delimiter(value)
+        elif name == "on" and value is None and previous == "header":  # ON is a keyword: sqlglot splits
+            found["header"] = True  # HEADER ON into two parameters
         else:
             _legacy(param.this, found)
+        previous = name
     if delimiter_next:
         raise UnsupportedQueryError("COPY option DELIMITER needs a value", hint="e.g. CSV DELIMITER ';'")
     return _checked(CopyOptions(**found))  # type: ignore[arg-type]

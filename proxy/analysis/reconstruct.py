@@ -46,7 +46,6 @@ def reconstruct_query(tree: exp.Select, dataset: DatasetPolicy) -> ReconstructQu
         "offset",
         "distinct",
         "joins",
-        "with",
         "with_",
     ):
         if tree.args.get(clause):

@@ -41,7 +41,6 @@ _CLAUSES = {
     "group": "GROUP BY",
     "having": "HAVING",
     "with_": "WITH",
-    "with": "WITH",
     "distinct": "DISTINCT",
     "qualify": "QUALIFY",
     "windows": "WINDOW",
@@ -159,7 +158,7 @@ def _partitioned(select: exp.Select, dataset: DatasetPolicy) -> QueryShape | Non
     windows = [item for item in inner.expressions if item.find(exp.Window) is not None]
     if not windows:
         return None
-    for clause in ("joins", "group", "having", "with_", "with", "distinct", "qualify", "windows"):
+    for clause in ("joins", "group", "having", "with_", "distinct", "qualify", "windows"):
         if select.args.get(clause):
             raise refuse(f"{_CLAUSES[clause]} is not supported around a ranking subquery", hint=_RANKING_HINT)
     for clause in ("order", "limit", "offset", "having", "distinct", "qualify", "windows"):

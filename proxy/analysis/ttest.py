@@ -83,7 +83,7 @@ def _the_call(tree: exp.Select) -> exp.Anonymous:
     item = items[0].this if len(items) == 1 and isinstance(items[0], exp.Alias) else items[0]
     if len(items) != 1 or not _is_call(item):
         raise refuse("veil_ttest must be the only item of the select list", hint=_USAGE)
-    for clause in ("group", "having", "order", "limit", "offset", "distinct", "joins", "with", "with_"):
+    for clause in ("group", "having", "order", "limit", "offset", "distinct", "joins", "with_"):
         if tree.args.get(clause):
             raise refuse(f"a veil_ttest query takes no {clause.upper().rstrip('_')} clause", hint=_USAGE)
     return item

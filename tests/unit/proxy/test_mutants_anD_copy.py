@@ -79,6 +79,7 @@ def test_copy_of_something_that_is_neither_a_table_nor_a_query_is_refused() -> N
         ("(HEADER true)", True),
         ("(HEADER 1)", True),
         ("(HEADER 'on')", True),
+        ("(HEADER on)", True),  # ON is a keyword: sqlglot reads it as a parameter of its own
         ("(HEADER false)", False),
         ("(HEADER off)", False),
         ("(HEADER 'OFF')", False),
@@ -90,6 +91,15 @@ def test_copy_of_something_that_is_neither_a_table_nor_a_query_is_refused() -> N
 def test_header_takes_postgresqls_boolean_spellings(options: str, header: bool) -> None:
     """A header line the client did not ask for would be read as a row of data."""
     assert copied(f"COPY (SELECT 1) TO STDOUT {options}").options == CopyOptions(header=header)
+
+
+def test_on_is_header_on_only_right_after_header() -> None:
+    """``ON`` alone is no option of its own: after anything but HEADER it is refused by name."""
+    assert copied("COPY (SELECT 1) TO STDOUT (FORMAT csv, HEADER on)").options == CopyOptions(
+        format="csv", header=True
+    )
+    error = refusal(UnsupportedQueryError, "COPY (SELECT 1) TO STDOUT (FORMAT csv, on)")
+    assert error.message == "COPY option 'on' is not supported"
 
 
 def test_a_header_value_that_is_no_boolean_is_refused_by_name() -> None:
