@@ -75,3 +75,25 @@ def test_the_outer_limit_may_only_read_the_rankings_columns(shop: DatasetPolicy)
         'column "price" is not an output of the ranking subquery',
         "the subquery's columns are region, genre, n, r",
     )
+
+
+@pytest.mark.parametrize(
+    ("change", "clause"),
+    [
+        (("AS ranked", "AS ranked JOIN people ON ranked.genre = people.genre"), "JOIN"),
+        (("WHERE r <= 2", "WHERE r <= 2 HAVING MAX(n) > 1"), "HAVING"),
+        (("SELECT region, genre, n FROM", "SELECT DISTINCT region, genre, n FROM"), "DISTINCT"),
+        (("WHERE r <= 2", "WHERE r <= 2 WINDOW w AS (ORDER BY n)"), "WINDOW"),
+    ],
+)
+def test_the_query_around_a_ranking_only_selects_filters_and_orders(
+    shop: DatasetPolicy, change: tuple[str, str], clause: str
+) -> None:
+    """A join, HAVING, DISTINCT or a named WINDOW around the ranking is refused by name: the outer query is run on the
+    noisy table only, and a join would read another private table without any noise."""
+    with pytest.raises(PolicyViolationError) as refused:
+        shape_of(PARTITIONED.replace(*change), shop)
+    assert (refused.value.message, refused.value.hint) == (
+        f"{clause} is not supported around a ranking subquery",
+        RANKING_HINT,
+    )
