@@ -27,7 +27,7 @@ from proxy.analysis.checks import check_predicate
 from proxy.analysis.derived import DerivedSource, ValueBound
 from proxy.analysis.filter_clauses import as_written
 from proxy.analysis.intervals import interval, is_integer
-from proxy.analysis.refusals import refuse_construct
+from proxy.analysis.refusals import CLAUSE_NAMES, refuse_construct
 from proxy.analysis.set_operations import union_parts
 from proxy.config import DEFAULT_CONTRIBUTION_CAP, ColumnPolicy, ColumnType, DatasetPolicy, TablePolicy
 from proxy.errors import PolicyViolationError, UnknownColumnError, UnknownTableError
@@ -56,8 +56,7 @@ def per_person_table(subquery: exp.Subquery, dataset: DatasetPolicy) -> tuple[Ta
     _check_grouped_by_unit(inner, table)
     for clause in ("having", "order", "limit", "offset", "distinct", "joins", "with_", "qualify", "windows"):
         if inner.args.get(clause):
-            name = "WITH" if clause == "with_" else clause.upper()
-            raise refuse(f"{name} is not allowed in a per-person subquery")
+            raise refuse(f"{CLAUSE_NAMES[clause]} is not allowed in a per-person subquery")
     columns, select, bounds = _columns(inner, table)
     name = subquery.alias_or_name or "_dp_per_person"
     derived = TablePolicy(name.lower(), None, 1, MappingProxyType(columns))
@@ -65,7 +64,7 @@ def per_person_table(subquery: exp.Subquery, dataset: DatasetPolicy) -> tuple[Ta
 
 
 def _inner_table(inner: exp.Select, dataset: DatasetPolicy) -> TablePolicy:
-    source = inner.args.get("from_") or inner.args.get("from")
+    source = inner.args.get("from_")
     if source is not None and isinstance(source.this, exp.Subquery):
         raise refuse(
             "a per-person subquery must read a table, not another grouped subquery",

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from proxy.analysis.refusals import refuse
+from proxy.analysis.refusals import CLAUSE_NAMES, refuse
 from proxy.config import DatasetPolicy
 
 RECONSTRUCT_FUNCTION = "veil_reconstruct"
@@ -49,7 +49,7 @@ def reconstruct_query(tree: exp.Select, dataset: DatasetPolicy) -> ReconstructQu
         "with_",
     ):
         if tree.args.get(clause):
-            raise refuse(f"veil_reconstruct takes no {clause.upper().rstrip('_')} clause", hint=_USAGE)
+            raise refuse(f"veil_reconstruct takes no {CLAUSE_NAMES[clause]} clause", hint=_USAGE)
     arguments = call.expressions
     if not 2 <= len(arguments) <= MAX_ATTRIBUTES + 1 or not all(
         isinstance(a, exp.Literal) and a.is_string for a in arguments

@@ -17,6 +17,22 @@ ALLOWED_SHAPE = (
 )
 
 
+CLAUSE_NAMES = {
+    "where": "WHERE",
+    "joins": "JOIN",
+    "group": "GROUP BY",
+    "having": "HAVING",
+    "with_": "WITH",
+    "distinct": "DISTINCT",
+    "qualify": "QUALIFY",
+    "windows": "WINDOW",
+    "order": "ORDER BY",
+    "limit": "LIMIT",
+    "offset": "OFFSET",
+}
+"""sqlglot's key of a clause in a SELECT → the clause as the analyst wrote it, for refusals that name it."""
+
+
 def refuse(message: str, *, hint: str = ALLOWED_SHAPE) -> PolicyViolationError:
     return PolicyViolationError(message, hint=hint)
 

@@ -30,7 +30,7 @@ def fold_row_subqueries(tree: exp.Expression) -> exp.Expression:
 
 
 def _from(select: exp.Select) -> exp.From | None:
-    return select.args.get("from_") or select.args.get("from")
+    return select.args.get("from_")
 
 
 def _fold(select: exp.Select) -> exp.Select:

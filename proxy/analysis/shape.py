@@ -221,7 +221,7 @@ def _single_table(
     select: exp.Select, dataset: DatasetPolicy
 ) -> tuple[TablePolicy, set[str], DerivedSource | None, dict[str, TablePolicy] | None]:
     """The table a query reads: a private table, or a per-person subquery (analysis/per_person.py)."""
-    from_clause = select.args.get("from_") or select.args.get("from")
+    from_clause = select.args.get("from_")
     if from_clause is not None and isinstance(from_clause.this, exp.Lateral):
         raise refuse_construct("LATERAL")
     if from_clause is not None and isinstance(from_clause.this, exp.Subquery):

@@ -29,25 +29,13 @@ from sqlglot import exp
 from proxy.analysis.aggregates import Aggregate, AggregateKind
 from proxy.analysis.checks import SCALAR_NODES
 from proxy.analysis.output_names import output_name
-from proxy.analysis.refusals import refuse
+from proxy.analysis.refusals import CLAUSE_NAMES, refuse
 from proxy.analysis.shape import NOISY_TABLE, QueryShape, aggregate_column, key_column, query_shape
 from proxy.config import DatasetPolicy
 
 MAX_K = 100  # a larger LIMIT is answered as an ordinary GROUP BY (noisy counts of every key, then sorted)
 COUNTS = (AggregateKind.COUNT_ROWS, AggregateKind.COUNT_UNITS)
 
-_CLAUSES = {
-    "joins": "JOIN",
-    "group": "GROUP BY",
-    "having": "HAVING",
-    "with_": "WITH",
-    "distinct": "DISTINCT",
-    "qualify": "QUALIFY",
-    "windows": "WINDOW",
-    "order": "ORDER BY",
-    "limit": "LIMIT",
-    "offset": "OFFSET",
-}
 _RANKING_HINT = (
     "rank with ROW_NUMBER() OVER (PARTITION BY <group keys> ORDER BY COUNT(*) DESC) in a subquery "
     "grouped by the partition and the ranked keys, and keep rows with WHERE <rank> <= k"
@@ -160,11 +148,13 @@ def _partitioned(select: exp.Select, dataset: DatasetPolicy) -> QueryShape | Non
         return None
     for clause in ("joins", "group", "having", "with_", "distinct", "qualify", "windows"):
         if select.args.get(clause):
-            raise refuse(f"{_CLAUSES[clause]} is not supported around a ranking subquery", hint=_RANKING_HINT)
+            raise refuse(
+                f"{CLAUSE_NAMES[clause]} is not supported around a ranking subquery", hint=_RANKING_HINT
+            )
     for clause in ("order", "limit", "offset", "having", "distinct", "qualify", "windows"):
         if inner.args.get(clause):
             raise refuse(
-                f"{_CLAUSES[clause]} is not supported inside a ranking subquery",
+                f"{CLAUSE_NAMES[clause]} is not supported inside a ranking subquery",
                 hint="sort and filter in the outer query: " + _RANKING_HINT,
             )
     ranking = windows[0]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from proxy.analysis.refusals import refuse
+from proxy.analysis.refusals import CLAUSE_NAMES, refuse
 from proxy.analysis.shape import QueryShape, query_shape
 from proxy.config import ColumnPolicy, DatasetPolicy, TablePolicy
 
@@ -85,7 +85,7 @@ def _the_call(tree: exp.Select) -> exp.Anonymous:
         raise refuse("veil_ttest must be the only item of the select list", hint=_USAGE)
     for clause in ("group", "having", "order", "limit", "offset", "distinct", "joins", "with_"):
         if tree.args.get(clause):
-            raise refuse(f"a veil_ttest query takes no {clause.upper().rstrip('_')} clause", hint=_USAGE)
+            raise refuse(f"a veil_ttest query takes no {CLAUSE_NAMES[clause]} clause", hint=_USAGE)
     return item
 
 

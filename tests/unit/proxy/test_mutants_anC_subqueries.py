@@ -179,7 +179,7 @@ def test_a_per_person_value_without_a_real_range_has_no_bounds(value: str) -> No
         ),
         (
             "SELECT patient_id, COUNT(*) AS n FROM visits JOIN patients USING (patient_id) GROUP BY patient_id",
-            "JOINS is not allowed in a per-person subquery",
+            "JOIN is not allowed in a per-person subquery",
         ),
         (
             "SELECT patient_id, COUNT(*) AS n FROM visits GROUP BY patient_id QUALIFY n > 1",
