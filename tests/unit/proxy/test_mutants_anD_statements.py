@@ -192,7 +192,10 @@ def test_only_veil_reconstruct_is_a_reconstruction() -> None:
             "SELECT * FROM veil_reconstruct('rel', 'a') HAVING COUNT(*) > 1",
             "veil_reconstruct takes no HAVING clause",
         ),
-        ("SELECT * FROM veil_reconstruct('rel', 'a') ORDER BY a", "veil_reconstruct takes no ORDER BY clause"),
+        (
+            "SELECT * FROM veil_reconstruct('rel', 'a') ORDER BY a",
+            "veil_reconstruct takes no ORDER BY clause",
+        ),
         ("SELECT * FROM veil_reconstruct('rel', 'a') LIMIT 1", "veil_reconstruct takes no LIMIT clause"),
         ("SELECT * FROM veil_reconstruct('rel', 'a') OFFSET 2", "veil_reconstruct takes no OFFSET clause"),
         ("SELECT DISTINCT * FROM veil_reconstruct('rel', 'a')", "veil_reconstruct takes no DISTINCT clause"),

@@ -32,7 +32,10 @@ def statement(sql: str) -> TTestStatement:
         ("SELECT veil_ttest(cost, sex = 'male') FROM visits ORDER BY 1", "ORDER"),
         ("SELECT veil_ttest(cost) FROM visits", "takes a value column"),
         ("SELECT veil_ttest(cost, sex = 'male', 'median') FROM visits", "'p_value'"),
-        ("SELECT veil_ttest(v.cost, sex = 'male') FROM visits v JOIN patients p USING (patient_id)", "no JOIN clause"),
+        (
+            "SELECT veil_ttest(v.cost, sex = 'male') FROM visits v JOIN patients p USING (patient_id)",
+            "no JOIN clause",
+        ),
     ],
 )
 def test_refused_with_the_accepted_form_as_hint(sql: str, message: str) -> None:
