@@ -54,7 +54,7 @@ def per_person_table(subquery: exp.Subquery, dataset: DatasetPolicy) -> tuple[Ta
         raise refuse(f'table "{table.name}" has one person per row: query it directly')
     inner = _distinct_as_group(inner)
     _check_grouped_by_unit(inner, table)
-    for clause in ("having", "order", "limit", "offset", "distinct", "joins", "with_", "qualify", "windows"):
+    for clause in ("having", "order", "limit", "offset", "distinct", "joins", "qualify", "windows"):
         if inner.args.get(clause):
             raise refuse(f"{CLAUSE_NAMES[clause]} is not allowed in a per-person subquery")
     columns, select, bounds = _columns(inner, table)

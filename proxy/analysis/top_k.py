@@ -146,7 +146,7 @@ def _partitioned(select: exp.Select, dataset: DatasetPolicy) -> QueryShape | Non
     windows = [item for item in inner.expressions if item.find(exp.Window) is not None]
     if not windows:
         return None
-    for clause in ("joins", "group", "having", "with_", "distinct", "qualify", "windows"):
+    for clause in ("joins", "group", "having", "distinct", "qualify", "windows"):
         if select.args.get(clause):
             raise refuse(
                 f"{CLAUSE_NAMES[clause]} is not supported around a ranking subquery", hint=_RANKING_HINT
