@@ -7,15 +7,24 @@ from __future__ import annotations
 
 import datetime
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
 from proxy.analysis.aggregates import AggregateInput, second_number
+from proxy.analysis.parse import parse_statements
 from proxy.analysis.shape import QueryShape
-from proxy.analysis.statements import PrivateQuery
+from proxy.analysis.statements import PrivateQuery, classify
+from proxy.config import ColumnType, parse_config
 from proxy.errors import PolicyViolationError
 from tests.unit.proxy.test_mutants_an_joins import classified
 from tests.unit.proxy.test_per_person_values import PER_PATIENT
+from tests.unit.proxy.visits_fixture import POLICY as MOMENTS_POLICY
+
+DATE_HINT = (
+    "a date or timestamp column answers COUNT, MIN, MAX, MEDIAN and PERCENTILE_CONT/DISC (as dates or "
+    "timestamps) once the policy declares its lower and upper bounds; group by date_trunc or EXTRACT of it"
+)
 
 
 def shape(sql: str) -> QueryShape:
@@ -132,3 +141,110 @@ def test_an_epoch_second_drops_the_fraction(moment: datetime.datetime, second: i
     number = second_number(moment)
     assert number == second
     assert isinstance(number, int)
+
+
+def moments(sql: str) -> object:
+    """``sql`` on visits_fixture.py's table: a date column (born) and a timestamp column (seen), neither
+    with declared bounds."""
+    dataset = parse_config(MOMENTS_POLICY, path=Path("/nonexistent/veil.toml")).dataset("d")
+    assert dataset is not None
+    (tree,) = parse_statements(sql)
+    return classify(tree, dataset)
+
+
+def test_a_count_of_dates_reads_the_column_as_it_is() -> None:
+    statement = moments("SELECT COUNT(born), COUNT(seen) FROM visits")
+    assert isinstance(statement, PrivateQuery)
+    read = [
+        (source.name, source.expression.sql(dialect="postgres"), source.type, source.lower, source.upper)
+        for aggregate in statement.shape.aggregates
+        for source in aggregate.inputs
+    ]
+    assert read == [
+        ("born", "born", ColumnType.DATE, None, None),
+        ("seen", "seen", ColumnType.TIMESTAMP, None, None),
+    ]
+
+
+@pytest.mark.parametrize(("sql", "call"), [("SUM(born)", "sum(born)"), ("AVG(seen)", "avg(seen)")])
+def test_a_sum_of_dates_says_what_a_date_column_answers(sql: str, call: str) -> None:
+    column = call[4:-1]
+    with pytest.raises(PolicyViolationError) as refused:
+        moments(f"SELECT {sql} FROM visits")
+    assert (refused.value.message, refused.value.hint) == (
+        f'{call}: column "{column}" is not numeric',
+        DATE_HINT,
+    )
+
+
+@pytest.mark.parametrize(
+    ("sql", "message", "hint"),
+    [
+        (
+            "SELECT MEDIAN(born) FROM visits",
+            'median(born): column "born" has no declared bounds',
+            "declare lower and upper dates for column born in the policy (veil.toml), e.g. lower = 2024-01-01, "
+            "upper = 2025-12-31",
+        ),
+        (
+            "SELECT MAX(seen) FROM visits",
+            'max(seen): column "seen" has no declared bounds',
+            "declare lower and upper timestamps for column seen in the policy (veil.toml), e.g. lower = "
+            "2024-01-01T00:00:00, upper = 2025-12-31T23:59:59",
+        ),
+    ],
+)
+def test_a_quantile_of_dates_without_bounds_says_how_to_declare_them(
+    sql: str, message: str, hint: str
+) -> None:
+    with pytest.raises(PolicyViolationError) as refused:
+        moments(sql)
+    assert (refused.value.message, refused.value.hint) == (message, hint)
+
+
+@pytest.mark.parametrize(
+    ("sql", "product"),
+    [
+        ("CORR(cost * 2, age)", "age * (cost * 2)"),
+        ("CORR(v.cost, v.age)", "v.age * v.cost"),
+        ("COVAR_POP(abs(cost), coalesce(age, (1)))", "abs(cost) * coalesce(age, (1))"),
+        (
+            "REGR_SXY(abs(cost) + abs(age), veil_clamp(patient_id, 0, 10))",
+            "(abs(cost) + abs(age)) * veil_clamp(patient_id, 0, 10)",
+        ),
+        ("REGR_SXY(abs(cost) * 2, abs(age))", "abs(age) * (abs(cost) * 2)"),
+    ],
+)
+def test_a_products_factors_are_parenthesized_unless_a_column_or_one_call(sql: str, product: str) -> None:
+    """How ``veil explain`` and notices name the Σyx a pair aggregate measures: ``sum(age * (cost * 2))``
+    — a factor that is an operation is parenthesized, a column or a single function call is not."""
+    (aggregate,) = shape(f"SELECT {sql} FROM visits v").aggregates
+    assert aggregate.pair is not None
+    assert aggregate.pair.product.text == product
+
+
+UNDERSCORE_POLICY = """
+[datasets.d]
+path = "d.duckdb"
+
+[datasets.d.tables.t]
+privacy_unit = "id"
+max_contributions = 1
+
+[datasets.d.tables.t.columns]
+id = { type = "integer" }
+_ = { type = "integer", lower = 0, upper = 10 }
+x = { type = "integer", lower = 0, upper = 10 }
+"""
+
+
+def test_a_column_named_by_underscores_alone_is_a_column_in_a_products_label() -> None:
+    """``_`` is an SQL identifier the policy accepts: a factor like any column, not an operation to
+    parenthesize (``(_) * x`` before)."""
+    dataset = parse_config(UNDERSCORE_POLICY, path=Path("/nonexistent/veil.toml")).dataset("d")
+    assert dataset is not None
+    (tree,) = parse_statements("SELECT CORR(_, x), CORR(t._, x) FROM t")
+    statement = classify(tree, dataset)
+    assert isinstance(statement, PrivateQuery)
+    products = [aggregate.pair.product.text for aggregate in statement.shape.aggregates if aggregate.pair]
+    assert products == ["_ * x", "t._ * x"]
