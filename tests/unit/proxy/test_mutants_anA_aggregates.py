@@ -248,3 +248,41 @@ def test_a_column_named_by_underscores_alone_is_a_column_in_a_products_label() -
     assert isinstance(statement, PrivateQuery)
     products = [aggregate.pair.product.text for aggregate in statement.shape.aggregates if aggregate.pair]
     assert products == ["_ * x", "t._ * x"]
+
+
+def test_a_pair_input_clamped_to_two_ranges_is_two_inputs() -> None:
+    """``cost`` masked by ``age`` is read once clamped to [0, 10] and once to [5, 10]: two inputs, which the
+    engine must not key under one name; ``age`` masked by ``cost`` has the same bounds in both, one input."""
+    first, second = shape(
+        "SELECT CORR(veil_clamp(cost, 0, 10), age), CORR(veil_clamp(cost, 5, 10), age) FROM visits"
+    ).aggregates
+    assert first.pair is not None and second.pair is not None
+    assert (first.pair.y.lower, second.pair.y.lower) == (0.0, 5.0)
+    assert first.pair.y.name != second.pair.y.name
+    assert first.pair.x.name == second.pair.x.name
+
+
+@pytest.mark.parametrize(
+    "clamp",
+    [
+        "veil_clamp(cost, 1, 2, 3)",
+        "veil_clamp(cost, 10, 0)",
+        "veil_clamp(cost, 1, 1)",
+        "veil_clamp(cost, age, 2)",
+    ],
+)
+def test_veil_clamp_takes_an_expression_and_two_increasing_constants(clamp: str) -> None:
+    with pytest.raises(PolicyViolationError) as refused:
+        classified(f"SELECT SUM({clamp}) FROM visits")
+    assert refused.value.message == (
+        "veil_clamp takes (expression, lower, upper) with constant numbers, lower < upper"
+    )
+
+
+def test_a_distinct_count_where_each_row_is_a_person_says_to_count_rows() -> None:
+    with pytest.raises(PolicyViolationError) as refused:
+        classified("SELECT COUNT(DISTINCT income) FROM people")
+    assert (refused.value.message, refused.value.hint) == (
+        "DISTINCT aggregates are only supported as COUNT(DISTINCT <privacy unit>)",
+        "each row is one person: use COUNT(*)",
+    )
