@@ -286,3 +286,19 @@ def test_a_distinct_count_where_each_row_is_a_person_says_to_count_rows() -> Non
         "DISTINCT aggregates are only supported as COUNT(DISTINCT <privacy unit>)",
         "each row is one person: use COUNT(*)",
     )
+
+
+def test_two_products_with_the_same_corners_are_two_inputs() -> None:
+    """age · clamp(cost) and age · clamp(age) both lie in [0, 1000]: different values, so different names
+    (the engine would otherwise sum one product for both Σyx)."""
+    first, second = shape(
+        "SELECT CORR(veil_clamp(cost, 0, 10), age), CORR(veil_clamp(age, 0, 10), age) FROM visits"
+    ).aggregates
+    assert first.pair is not None and second.pair is not None
+    products = (first.pair.product, second.pair.product)
+    assert [(product.lower, product.upper) for product in products] == [(0.0, 1000.0), (0.0, 1000.0)]
+    assert [product.text for product in products] == [
+        "age * veil_clamp(cost, 0, 10)",
+        "age * veil_clamp(age, 0, 10)",
+    ]
+    assert first.pair.product.name != second.pair.product.name
