@@ -4,6 +4,8 @@ aggregates it accepts (a mode's public candidates, a clamp's bounds) are the one
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from proxy.analysis.statements import PrivateQuery
@@ -11,6 +13,7 @@ from proxy.config import ColumnType
 from proxy.errors import PolicyViolationError, ProxyError, UnsupportedQueryError
 from tests.unit.proxy.test_mutants_an_joins import classified
 from tests.unit.proxy.test_mutants_anA_aggregates import DATE_HINT, moments, shape
+from tests.unit.proxy.test_per_person_values import PER_PATIENT
 
 MODE_HINT = "write MODE() WITHIN GROUP (ORDER BY col) with a column declared public in the policy"
 
@@ -123,3 +126,41 @@ def test_one_input_clamped_to_different_ranges_is_as_many_inputs() -> None:
 def test_an_input_is_named_with_function_names_in_lower_case() -> None:
     (aggregate,) = shape("SELECT SUM(COALESCE(cost, 0)) FROM visits").aggregates
     assert aggregate.label == "sum(coalesce(cost, 0))"
+
+
+def test_a_function_that_varies_per_row_is_refused_in_an_aggregates_expression() -> None:
+    assert refusal(PolicyViolationError, "SELECT SUM(age + random()) FROM visits") == (
+        "function rand() is not allowed in an aggregate of a query on private data",
+        "use comparisons, arithmetic, CASE, CAST and common scalar functions",
+    )
+
+
+def test_integer_arithmetic_is_summed_as_an_integer() -> None:
+    """The engine sums an INTEGER input exactly; a REAL one in floating point."""
+    types = [
+        (aggregate.label, aggregate.column.type)
+        for aggregate in shape("SELECT SUM(age + 1), SUM(age + cost) FROM visits").aggregates
+        if aggregate.column
+    ]
+    assert types == [("sum(age + 1)", ColumnType.INTEGER), ("sum(age + cost)", ColumnType.REAL)]
+
+
+def test_a_date_column_is_named_as_written() -> None:
+    statement = moments("SELECT COUNT(v.born), COUNT(v.seen) FROM visits v")
+    assert isinstance(statement, PrivateQuery)
+    assert [aggregate.label for aggregate in statement.shape.aggregates] == ["count(v.born)", "count(v.seen)"]
+
+
+def test_a_filtered_per_person_value_is_bounded_over_the_people_the_filter_keeps() -> None:
+    """``AVG(n) FILTER (WHERE n > 1)`` reads n only where n > 1: its bound is chosen from those people."""
+    (aggregate,) = shape(f"SELECT AVG(n) FILTER (WHERE n > 1) {PER_PATIENT}").aggregates
+    assert [source.value_bound for source in aggregate.inputs] == ["n FILTER (WHERE n > 1)"]
+
+
+def test_an_expressions_name_is_a_digest_of_its_text_and_bounds() -> None:
+    """``e_`` and 32 hex digits of SHA-256: the engine's aliases built on it (``_dp_sumsq_e_…``, 44
+    characters) stay well within PostgreSQL's 63-byte identifiers."""
+    (aggregate,) = shape("SELECT SUM(age + 1) FROM visits").aggregates
+    assert aggregate.column is not None
+    digest = hashlib.sha256(b"age + 1\x1f1.0\x1f101.0").hexdigest()
+    assert aggregate.column.name == "e_" + digest[:32]
