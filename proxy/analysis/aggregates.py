@@ -7,6 +7,7 @@ import dataclasses
 import datetime
 import hashlib
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -441,10 +442,13 @@ def _product(first: AggregateInput, second: AggregateInput) -> AggregateInput:
     )
 
 
+_NAME = re.compile(r"[\w.]+")  # a column (``v.cost``, ``_``) or a function's name: letters, digits, _ and .
+
+
 def _operand(text: str) -> str:
     """``y * 2`` as a factor of a product label is ``(y * 2)``; a column or one function call is not."""
     name, _, rest = text.partition("(")
-    if name.replace("_", "").replace(".", "").isalnum() and (not rest or _one_call(rest)):
+    if _NAME.fullmatch(name) and (not rest or _one_call(rest)):
         return text
     return f"({text})"
 
