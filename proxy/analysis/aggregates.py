@@ -164,8 +164,11 @@ def input_name(text: str, lower: float | None, upper: float | None) -> str:
 
     The engine query keys values and partial sums by this name, and each measurement is priced with
     its own input's bounds: two inputs under one name would let a sum priced for ``veil_clamp(x, 0, 1)``
-    read values clamped to ``[0, 100]`` (bound_contributions also refuses such a query outright)."""
-    digest = hashlib.sha256(f"{text}\x1f{lower!r}\x1f{upper!r}".encode()).hexdigest()
+    read values clamped to ``[0, 100]`` (bound_contributions also refuses such a query outright). Bounds
+    are compared as floats: a policy's ``-50`` and the ``-50.0`` a FILTER's rewrite carries are one input,
+    so ``SUM(x) FILTER (WHERE c)`` and ``SUM(CASE WHEN c THEN x END)`` are one measurement, charged once."""
+    bounds = tuple(None if bound is None else float(bound) for bound in (lower, upper))  # -50 is -50.0
+    digest = hashlib.sha256(f"{text}\x1f{bounds[0]!r}\x1f{bounds[1]!r}".encode()).hexdigest()
     return "e_" + digest[:32]
 
 

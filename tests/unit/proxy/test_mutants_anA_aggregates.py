@@ -94,6 +94,15 @@ def test_a_filter_clause_and_its_case_spelled_out_are_one_quantity() -> None:
     assert aggregates[0].label == "sum(veil_clamp(cost, 0, 10)) FILTER (WHERE position('x' IN note) > 0)"
 
 
+def test_a_filter_clause_and_its_case_are_one_quantity_under_integer_policy_bounds() -> None:
+    """``cost`` is declared with ``lower = -50``: the FILTER's rewrite carries -50.0, the CASE the
+    policy's -50. The input's name must not tell them apart, or one question is charged twice."""
+    aggregates = shape(
+        "SELECT SUM(cost) FILTER (WHERE age > 3), SUM(CASE WHEN age > 3 THEN cost END) FROM visits"
+    ).aggregates
+    assert len(aggregates) == 1
+
+
 def test_a_correlation_with_one_per_person_value_takes_its_chosen_bounds_on_both_ends() -> None:
     """spent (a per-person sum, either sign) is clamped to [-2002, 2002] once its bound is chosen
     (4 rows × 500.5); a (declared bounds [0, 100], no choice) keeps its own."""
