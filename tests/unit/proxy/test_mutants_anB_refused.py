@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from proxy.analysis.refusals import ALLOWED_SHAPE
-from proxy.errors import PolicyViolationError, ProxyError, UnsupportedQueryError
+from proxy.errors import PolicyViolationError, ProxyError, UnknownTableError, UnsupportedQueryError
 from tests.unit.proxy.test_mutants_an_joins import classified
 
 AGGREGATE_INSTEAD = (
@@ -165,6 +165,44 @@ REFUSED: list[tuple[str, str, str]] = [
         "query the dataset's tables by name",
     ),
     ("DELETE FROM visits", "only SELECT statements may read private tables", SHAPE),
+    # conditions and group keys: columns and deterministic scalar operations only
+    (
+        "SELECT COUNT(*) FROM visits WHERE COUNT(*) > 1",
+        "aggregate functions are not allowed in WHERE",
+        "put aggregates in the select list; HAVING is not supported yet",
+    ),
+    (
+        "SELECT COUNT(*) FROM visits GROUP BY random()",
+        "function rand() is not allowed in GROUP BY of a query on private data",
+        "use comparisons, arithmetic, CASE, CAST and common scalar functions",
+    ),
+    (
+        "SELECT COUNT(*) FROM visits GROUP BY age > (SELECT 1)",
+        "subqueries are not allowed in GROUP BY of a query on private data",
+        "filter with comparisons on the table's own columns",
+    ),
+    (
+        "SELECT COUNT(*) FROM visits GROUP BY age + cost",
+        "GROUP BY age + cost must use exactly one column",
+        "group by an expression of a single public column or bounded integer column",
+    ),
+    # the select list is computed over the noisy answer: scalar operations only
+    (
+        "SELECT COUNT(*), random() FROM visits",
+        "rand() is not supported in the select list, HAVING or ORDER BY of a query on private data",
+        SHAPE,
+    ),
+    # selections (quantiles, modes) come from per-group histograms, not yet combined with τ-thresholding
+    (
+        "SELECT note, MEDIAN(age) FROM visits GROUP BY note",
+        "quantiles with GROUP BY keys taken from the data are not supported yet",
+        SHAPE,
+    ),
+    (
+        "SELECT note, MODE() WITHIN GROUP (ORDER BY region) FROM visits GROUP BY note",
+        "MODE() with GROUP BY keys taken from the data is not supported yet",
+        "group by columns with public values, or ask for the mode without those keys",
+    ),
 ]
 
 
@@ -193,9 +231,21 @@ def test_the_allowed_shape_lists_every_aggregate_veil_answers() -> None:
     [
         ("INSERT INTO zones VALUES ('a', 'b')", "INSERT statements are not supported"),
         ("CREATE TABLE x (a INT)", "CREATE statements are not supported"),
+        ("DROP SCHEMA s", "DROP statements are not supported"),
+        ("VALUES (1)", "VALUES statements are not supported"),
     ],
 )
 def test_a_write_is_0a000_because_veil_is_read_only(sql: str, message: str) -> None:
     error = refused(sql)
     assert isinstance(error, UnsupportedQueryError)
     assert (error.sqlstate, error.message, error.hint) == ("0A000", message, "Veil is read-only")
+
+
+def test_an_unknown_table_is_42p01_and_lists_the_tables_of_the_dataset() -> None:
+    error = refused("SELECT COUNT(*) FROM nothing")
+    assert isinstance(error, UnknownTableError)
+    assert (error.sqlstate, error.message, error.hint) == (
+        "42P01",
+        'relation "nothing" does not exist',
+        "tables of dataset clinic: patients, people, ratings, visits, zones",
+    )

@@ -1,0 +1,51 @@
+"""Statements that are not queries on private data (analysis/statements.py: the catalog) and the group keys
+the planner completes (shape.py ``GroupKey.with_domain``)."""
+
+from __future__ import annotations
+
+import pytest
+from sqlglot import exp
+
+from proxy.analysis.shape import GroupKey
+from proxy.config import ColumnType
+from proxy.errors import PolicyViolationError, UnsupportedQueryError
+from tests.unit.proxy.policy_fixture import clinic_policy
+from tests.unit.proxy.test_mutants_an_joins import classified
+
+
+@pytest.mark.parametrize("sql", ["INSERT INTO pg_class VALUES (1)", "DELETE FROM pg_class"])
+def test_a_write_to_the_catalog_is_refused_as_read_only(sql: str) -> None:
+    with pytest.raises(UnsupportedQueryError) as refused:
+        classified(sql)
+    assert (refused.value.sqlstate, refused.value.message, refused.value.hint) == (
+        "0A000",
+        "only SELECT statements may read the catalog",
+        "Veil's catalog is read-only",
+    )
+
+
+def test_the_catalog_read_with_a_dataset_table_is_refused_saying_why() -> None:
+    """The catalog is answered from a schema-only database: joined with a table, it would need the rows."""
+    with pytest.raises(PolicyViolationError) as refused:
+        classified("SELECT COUNT(*) FROM pg_class, visits")
+    error = refused.value
+    assert (error.sqlstate, error.message) == (
+        "42501",
+        'catalog relations cannot be read together with table "visits"',
+    )
+    assert error.detail == "catalog queries are answered from the schema alone, never from the dataset's rows"
+    assert error.hint == "query the catalog and the dataset's tables in separate statements"
+
+
+@pytest.mark.parametrize("thresholded", [False, True])
+def test_a_key_given_its_domain_keeps_everything_else(thresholded: bool) -> None:
+    """The planner fills in a key's public domain (query/planning.py); whether its keys come from the data
+    (τ-thresholding, charged δ) must not change with it, and the key is part of the answer cache's key."""
+    source = clinic_policy().table("visits").column("region")  # type: ignore[union-attr]
+    assert source is not None
+    key = GroupKey(exp.column("region"), source, None, ColumnType.TEXT, thresholded, ("zones", "code"))
+    completed = key.with_domain(("north", "south"), ColumnType.TEXT)
+    assert completed == GroupKey(
+        exp.column("region"), source, ("north", "south"), ColumnType.TEXT, thresholded, ("zones", "code")
+    )
+    assert completed.thresholded is thresholded
