@@ -8,7 +8,7 @@ from sqlglot.errors import ParseError
 
 from proxy.analysis.function_safety import TOTAL, TRY
 from proxy.analysis.parse import _describe, _position, parse_statements
-from proxy.errors import QuerySyntaxError
+from proxy.errors import ProgramLimitExceededError, QuerySyntaxError
 
 
 def test_the_position_of_an_error_on_a_later_line_counts_the_line_breaks() -> None:
@@ -39,3 +39,38 @@ def test_a_handling_reads_as_its_treatment_and_how() -> None:
     """The text docs/sql.md shows for each engine (proxy/cli/reference_docs.py)."""
     assert str(TRY) == "total after rewrite: evaluated under TRY(…): a failure becomes NULL"
     assert str(TOTAL) == "total as is"
+
+
+@pytest.mark.parametrize(
+    ("sql", "message", "hint"),
+    [
+        ("SELECT 'abc", "syntax error: Error tokenizing", None),
+        (
+            'SET a = ""',
+            "syntax error: Cannot convert empty name",
+            "check the SQL: a double-quoted name cannot be empty (strings take single quotes)",
+        ),
+    ],
+)
+def test_text_the_parser_cannot_read_is_a_syntax_error_saying_what(
+    sql: str, message: str, hint: str | None
+) -> None:
+    """The message is sqlglot's own description after PostgreSQL's words (only its start is checked)."""
+    with pytest.raises(QuerySyntaxError) as refused:
+        parse_statements(sql)
+    assert (refused.value.sqlstate, refused.value.hint) == ("42601", hint)
+    assert str(refused.value).startswith(message)
+
+
+def test_a_statement_over_max_tokens_is_refused_before_it_is_parsed() -> None:
+    """54001 naming the count, the limit and the setting that raises it."""
+    with pytest.raises(ProgramLimitExceededError) as refused:
+        parse_statements("SELECT 1, 2, 3", max_tokens=3)
+    assert (refused.value.sqlstate, str(refused.value)) == (
+        "54001",
+        "statement too long: 6 tokens, more than this dataset's max_tokens of 3",
+    )
+    assert refused.value.hint == (
+        "shorten the statement (an IN list or an OR chain of thousands of terms); an administrator can raise "
+        "[datasets.NAME.limits] max_tokens"
+    )

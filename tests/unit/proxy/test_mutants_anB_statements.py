@@ -49,3 +49,22 @@ def test_a_key_given_its_domain_keeps_everything_else(thresholded: bool) -> None
         exp.column("region"), source, ("north", "south"), ColumnType.TEXT, thresholded, ("zones", "code")
     )
     assert completed.thresholded is thresholded
+
+
+@pytest.mark.parametrize(
+    "sql", ["SELECT COUNT(*) FROM visits TABLESAMPLE (10)", "SELECT COUNT(*) FROM visits USING SAMPLE 10"]
+)
+def test_sampling_a_private_table_is_refused_rather_than_ignored(sql: str) -> None:
+    """An answer over the whole table while the analyst believes it sampled would be a wrong answer."""
+    with pytest.raises(UnsupportedQueryError) as refused:
+        classified(sql)
+    error = refused.value
+    assert (error.sqlstate, error.message) == (
+        "0A000",
+        "TABLESAMPLE and USING SAMPLE are not supported on private tables",
+    )
+    assert error.detail == "the noise already hides every person; a sample would only add error"
+    assert (
+        error.hint
+        == "remove the sampling clause: the answer over the whole table is cheaper in accuracy for the same ε"
+    )
