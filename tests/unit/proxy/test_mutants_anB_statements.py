@@ -4,12 +4,15 @@ the planner completes (shape.py ``GroupKey.with_domain``)."""
 from __future__ import annotations
 
 import pytest
+import sqlglot
 from sqlglot import exp
 
 from proxy.analysis.shape import GroupKey
+from proxy.analysis.statements import PrivateQuery, classify
 from proxy.config import ColumnType
 from proxy.errors import PolicyViolationError, UnsupportedQueryError
 from tests.unit.proxy.policy_fixture import clinic_policy
+from tests.unit.proxy.test_moment_domains import lab
 from tests.unit.proxy.test_mutants_an_joins import classified
 
 
@@ -68,3 +71,14 @@ def test_sampling_a_private_table_is_refused_rather_than_ignored(sql: str) -> No
         error.hint
         == "remove the sampling clause: the answer over the whole table is cheaper in accuracy for the same ε"
     )
+
+
+def test_a_timestamp_column_grouped_as_it_is_takes_its_keys_from_the_data() -> None:
+    """A timestamp's own values (every second) have no public domain: its declared range gives the days
+    between its bounds, which are the domain of ``date_trunc('day', ts)``, not of ``ts`` — read as the
+    domain of ``ts``, every instant not at midnight would be dropped and the keys charged as public."""
+    tree = sqlglot.parse_one("SELECT ts, COUNT(*) FROM events GROUP BY ts", read="postgres")
+    statement = classify(tree, lab())
+    assert isinstance(statement, PrivateQuery)
+    (key,) = statement.shape.group_keys
+    assert (key.thresholded, key.values) == (True, None)
