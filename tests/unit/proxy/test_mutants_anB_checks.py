@@ -66,3 +66,12 @@ def test_an_ambiguous_column_says_how_to_qualify_it() -> None:
         'column reference "age" is ambiguous',
         "qualify it: v.age",
     )
+
+
+def test_a_query_exactly_as_deep_as_max_depth_passes() -> None:
+    """The limit is the deepest nesting allowed, not the first one refused (``SELECT ((…(1)…))``: the
+    select, then one level per parenthesis, then the literal)."""
+    limits = QueryLimits(max_depth=12)
+    check_complexity(sqlglot.parse_one("SELECT " + "(" * 10 + "1" + ")" * 10, read="postgres"), limits)
+    with pytest.raises(ProgramLimitExceededError, match="expressions nested 13 deep"):
+        check_complexity(sqlglot.parse_one("SELECT " + "(" * 11 + "1" + ")" * 11, read="postgres"), limits)
