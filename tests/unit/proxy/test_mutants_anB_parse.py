@@ -8,7 +8,10 @@ from sqlglot.errors import ParseError
 
 from proxy.analysis.function_safety import TOTAL, TRY
 from proxy.analysis.parse import _describe, _position, parse_statements
+from proxy.analysis.session_commands import CloseCursor, command_of
+from proxy.analysis.statements import ConstantQuery, classify
 from proxy.errors import ProgramLimitExceededError, QuerySyntaxError
+from tests.unit.proxy.policy_fixture import clinic_policy
 
 
 def test_the_position_of_an_error_on_a_later_line_counts_the_line_breaks() -> None:
@@ -74,3 +77,39 @@ def test_a_statement_over_max_tokens_is_refused_before_it_is_parsed() -> None:
         "shorten the statement (an IN list or an OR chain of thousands of terms); an administrator can raise "
         "[datasets.NAME.limits] max_tokens"
     )
+
+
+@pytest.mark.parametrize(
+    ("sql", "message", "hint"),
+    [
+        ("CLOSE", "syntax error", "CLOSE name, or CLOSE ALL"),
+        ("MOVE", "syntax error in MOVE", "FETCH [FORWARD] n FROM name"),
+    ],
+)
+def test_a_cursor_command_without_its_words_is_read_then_refused_as_a_syntax_error(
+    sql: str, message: str, hint: str
+) -> None:
+    """The bare command is one token: nothing after it becomes its argument."""
+    (tree,) = parse_statements(sql)
+    with pytest.raises(QuerySyntaxError) as refused:
+        command_of(tree)
+    assert (str(refused.value), refused.value.hint) == (message, hint)
+
+
+def test_a_cursor_commands_argument_ends_before_the_semicolon() -> None:
+    trees = parse_statements("CLOSE ALL; CLOSE c")
+    assert [command_of(tree) for tree in trees] == [CloseCursor(None), CloseCursor("c")]
+
+
+def test_a_parenthesis_outside_copy_options_is_left_as_written() -> None:
+    """Only ``COPY … TO STDOUT (`` gets the WITH sqlglot needs: anywhere else the error names the token."""
+    with pytest.raises(QuerySyntaxError) as refused:
+        parse_statements("SELECT (")
+    assert (str(refused.value), refused.value.position) == ('syntax error at or near "("', 8)
+
+
+def test_a_select_item_without_a_name_is_called_column() -> None:
+    """PostgreSQL's name for an unnamed computed column, which clients show as the header."""
+    statement = classify(parse_statements("SELECT 1 + 1 AS x, 2")[0], clinic_policy())
+    assert isinstance(statement, ConstantQuery)
+    assert statement.output_names == ("x", "?column?")
