@@ -8,7 +8,7 @@ from sqlglot.errors import ParseError
 
 from proxy.analysis.function_safety import TOTAL, TRY
 from proxy.analysis.parse import _describe, _position, parse_statements
-from proxy.analysis.session_commands import CloseCursor, command_of
+from proxy.analysis.session_commands import CloseCursor, FetchCursor, command_of
 from proxy.analysis.statements import ConstantQuery, classify
 from proxy.errors import ProgramLimitExceededError, QuerySyntaxError
 from tests.unit.proxy.policy_fixture import clinic_policy
@@ -113,3 +113,14 @@ def test_a_select_item_without_a_name_is_called_column() -> None:
     statement = classify(parse_statements("SELECT 1 + 1 AS x, 2")[0], clinic_policy())
     assert isinstance(statement, ConstantQuery)
     assert statement.output_names == ("x", "?column?")
+
+
+@pytest.mark.parametrize(
+    ("sql", "command"),
+    [("CLOSE c-- done", CloseCursor("c")), ("MOVE 2 IN c/* x */", FetchCursor("c", 2, move=True))],
+)
+def test_a_comment_right_after_a_cursor_command_is_not_part_of_it(sql: str, command: object) -> None:
+    """psql scripts comment their commands; the argument is the text up to the last token, not a
+    character further."""
+    (tree,) = parse_statements(sql)
+    assert command_of(tree) == command
