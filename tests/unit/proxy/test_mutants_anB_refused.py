@@ -18,6 +18,7 @@ AGGREGATE_INSTEAD = (
     "can then be computed over that answer, with ORDER BY or in your client"
 )
 ONE_GROUPING = "write one query per grouping and combine them with UNION ALL"
+SELECT_LIST_SUBQUERY = "put all the aggregates in one query, or combine queries with UNION ALL"
 SHAPE = (
     "queries on private tables must aggregate: SELECT [public group columns,] aggregates FROM table "
     "[WHERE …] [GROUP BY public columns] [HAVING …] [ORDER BY …] [LIMIT …], where the aggregates are COUNT(*), "
@@ -104,6 +105,15 @@ REFUSED: list[tuple[str, str, str]] = [
         "SELECT COUNT(*), (SELECT COUNT(*) FROM patients) FROM visits",
         "subqueries in the select list are not supported on private data",
         "put all the aggregates in one query, or combine queries with UNION ALL",
+    ),
+    # a subquery anywhere in what is computed over the answer: the select list, HAVING, ORDER BY
+    *(
+        (sql, "subqueries in the select list are not supported on private data", SELECT_LIST_SUBQUERY)
+        for sql in (
+            "SELECT COUNT(*), (VALUES (1)) FROM visits",
+            "SELECT region, COUNT(*) FROM visits GROUP BY region HAVING COUNT(*) > (SELECT 1)",
+            "SELECT region, COUNT(*) FROM visits GROUP BY region ORDER BY (SELECT 1)",
+        )
     ),
     (
         "SELECT COUNT(*) FROM (SELECT * FROM visits LIMIT 10) s",
