@@ -10,7 +10,14 @@ from __future__ import annotations
 import pytest
 
 from proxy.analysis.refusals import ALLOWED_SHAPE
-from proxy.errors import PolicyViolationError, ProxyError, UnknownTableError, UnsupportedQueryError
+from proxy.analysis.statements import PrivateQuery
+from proxy.errors import (
+    PolicyViolationError,
+    ProxyError,
+    UnknownColumnError,
+    UnknownTableError,
+    UnsupportedQueryError,
+)
 from tests.unit.proxy.test_mutants_an_joins import classified
 
 AGGREGATE_INSTEAD = (
@@ -175,6 +182,18 @@ REFUSED: list[tuple[str, str, str]] = [
         "query the dataset's tables by name",
     ),
     ("DELETE FROM visits", "only SELECT statements may read private tables", SHAPE),
+    (
+        "SELECT 1 WHERE EXISTS (SELECT 1 FROM visits)",
+        "subqueries over private tables must be per-person subqueries or joins on the privacy unit",
+        SHAPE,
+    ),
+    (
+        "SELECT COUNT(*) FROM (SELECT patient_id FROM visits GROUP BY patient_id) s "
+        "JOIN patients p ON s.patient_id = p.patient_id",
+        "a subquery cannot be joined in a query on private data",
+        "join the tables themselves on the privacy unit (FROM a JOIN b ON a.unit = b.unit), or put the "
+        "join inside the subquery",
+    ),
     # conditions and group keys: columns and deterministic scalar operations only
     (
         "SELECT COUNT(*) FROM visits WHERE COUNT(*) > 1",
@@ -259,3 +278,36 @@ def test_an_unknown_table_is_42p01_and_lists_the_tables_of_the_dataset() -> None
         'relation "nothing" does not exist',
         "tables of dataset clinic: patients, people, ratings, visits, zones",
     )
+
+
+@pytest.mark.parametrize(
+    ("sql", "error", "sqlstate", "message"),
+    [
+        (
+            "SELECT COUNT(*) FROM visits GROUP BY 3",
+            UnknownColumnError,
+            "42703",
+            "GROUP BY position 3 is not in select list",
+        ),
+        (
+            "SELECT COUNT(*) FROM other.visits",
+            UnknownTableError,
+            "42P01",
+            'relation "other.visits" does not exist',
+        ),
+    ],
+)
+def test_names_that_do_not_resolve_are_refused_as_postgresql_refuses_them(
+    sql: str, error: type[ProxyError], sqlstate: str, message: str
+) -> None:
+    refusal = refused(sql)
+    assert isinstance(refusal, error)
+    assert (refusal.sqlstate, refusal.message) == (sqlstate, message)
+
+
+@pytest.mark.parametrize("schema", ["public", "PUBLIC", "clinic", "Clinic"])
+def test_a_table_qualified_with_public_or_the_dataset_is_the_datasets_table(schema: str) -> None:
+    """Clients (and ORMs) qualify tables with the schema: PostgreSQL folds an unquoted name to lower case."""
+    statement = classified(f"SELECT COUNT(*) FROM {schema}.visits")
+    assert isinstance(statement, PrivateQuery)
+    assert statement.shape.table.name == "visits"
