@@ -7,10 +7,14 @@ is what tells the analyst how to get an answer instead, so a changed hint is a c
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from proxy.analysis.parse import parse_statements
 from proxy.analysis.refusals import ALLOWED_SHAPE
-from proxy.analysis.statements import PrivateQuery
+from proxy.analysis.statements import PrivateQuery, classify
+from proxy.config import parse_config
 from proxy.errors import (
     PolicyViolationError,
     ProxyError,
@@ -311,3 +315,14 @@ def test_a_table_qualified_with_public_or_the_dataset_is_the_datasets_table(sche
     statement = classified(f"SELECT COUNT(*) FROM {schema}.visits")
     assert isinstance(statement, PrivateQuery)
     assert statement.shape.table.name == "visits"
+
+
+def test_an_unknown_table_of_a_dataset_without_tables_says_there_are_none() -> None:
+    dataset = parse_config(
+        '[datasets.empty]\npath = "x.duckdb"\n', path=Path("/nonexistent/veil.toml")
+    ).dataset("empty")
+    assert dataset is not None
+    (tree,) = parse_statements("SELECT COUNT(*) FROM visits")
+    with pytest.raises(UnknownTableError) as refused:
+        classify(tree, dataset)
+    assert refused.value.hint == "tables of dataset empty: (none)"
