@@ -186,6 +186,7 @@ REFUSED: list[tuple[str, str, str]] = [
         "query the dataset's tables by name",
     ),
     ("DELETE FROM visits", "only SELECT statements may read private tables", SHAPE),
+    ("SELECT COUNT(*) FROM visits WHERE visits.* IS NULL", "* is only allowed in COUNT(*)", SHAPE),
     (
         "SELECT 1 WHERE EXISTS (SELECT 1 FROM visits)",
         "subqueries over private tables must be per-person subqueries or joins on the privacy unit",
