@@ -327,3 +327,30 @@ def test_an_unknown_table_of_a_dataset_without_tables_says_there_are_none() -> N
     with pytest.raises(UnknownTableError) as refused:
         classify(tree, dataset)
     assert refused.value.hint == "tables of dataset empty: (none)"
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT COUNT(*) FROM ROWS FROM (generate_series(1, 2))",
+        "SELECT COUNT(*) FROM ROWS FROM (read_csv('x'))",
+    ],
+)
+def test_rows_from_is_refused_as_a_privacy_refusal_not_an_internal_error(sql: str) -> None:
+    """ROWS FROM (…) is a table whose name sqlglot leaves empty: it failed with an AttributeError (an
+    internal error) before it was refused like the table functions it lists."""
+    error = refused(sql)
+    assert isinstance(error, PolicyViolationError)
+    assert (error.sqlstate, error.message, error.hint) == (
+        "42501",
+        "ROWS FROM is not allowed",
+        "query the dataset's tables by name",
+    )
+
+
+@pytest.mark.parametrize("sql", ["SELECT COUNT(*) FROM $1", "SELECT COUNT(*) FROM a.b.c.d"])
+def test_a_from_item_that_is_no_name_is_refused_saying_to_name_a_table(sql: str) -> None:
+    """An unbound parameter or a four-part name is neither a table nor a function call."""
+    error = refused(sql)
+    assert isinstance(error, PolicyViolationError)
+    assert (error.sqlstate, error.hint) == ("42501", "query the dataset's tables by name")
