@@ -8,7 +8,7 @@ import sqlglot
 from sqlglot import exp
 
 from proxy.analysis.shape import GroupKey
-from proxy.analysis.statements import PrivateQuery, classify
+from proxy.analysis.statements import BudgetQuery, PrivateQuery, classify
 from proxy.config import ColumnType
 from proxy.errors import PolicyViolationError, UnsupportedQueryError
 from tests.unit.proxy.policy_fixture import clinic_policy
@@ -82,3 +82,9 @@ def test_a_timestamp_column_grouped_as_it_is_takes_its_keys_from_the_data() -> N
     assert isinstance(statement, PrivateQuery)
     (key,) = statement.shape.group_keys
     assert (key.thresholded, key.values) == (True, None)
+
+
+@pytest.mark.parametrize("sql", ["SELECT * FROM veil.budget", "SELECT remaining_epsilon FROM Veil.Budget"])
+def test_the_budget_view_is_read_from_the_ledger_whatever_its_case(sql: str) -> None:
+    """veil.budget is the analyst's own budget, free: read as a dataset table it would be unknown."""
+    assert isinstance(classified(sql), BudgetQuery)
