@@ -8,7 +8,7 @@ import sqlglot
 from sqlglot import exp
 
 from proxy.analysis.shape import GroupKey
-from proxy.analysis.statements import BudgetQuery, PrivateQuery, classify
+from proxy.analysis.statements import BudgetQuery, PrivateQuery, TransactionStatement, classify
 from proxy.config import ColumnType
 from proxy.errors import PolicyViolationError, UnsupportedQueryError
 from tests.unit.proxy.policy_fixture import clinic_policy
@@ -88,3 +88,16 @@ def test_a_timestamp_column_grouped_as_it_is_takes_its_keys_from_the_data() -> N
 def test_the_budget_view_is_read_from_the_ledger_whatever_its_case(sql: str) -> None:
     """veil.budget is the analyst's own budget, free: read as a dataset table it would be unknown."""
     assert isinstance(classified(sql), BudgetQuery)
+
+
+@pytest.mark.parametrize(
+    ("sql", "statement"),
+    [
+        ("ROLLBACK TO SAVEPOINT s", TransactionStatement("ROLLBACK", to_savepoint=True)),
+        ("ROLLBACK", TransactionStatement("ROLLBACK")),
+        ("RELEASE SAVEPOINT s", TransactionStatement("RELEASE")),
+    ],
+)
+def test_savepoint_commands_are_transaction_statements(sql: str, statement: TransactionStatement) -> None:
+    """A rollback to a savepoint keeps the block open; a plain one ends it (psycopg nests savepoints)."""
+    assert classified(sql) == statement
