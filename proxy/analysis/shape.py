@@ -203,6 +203,8 @@ def _refuse_selections_over_data_keys(aggregates: list[Aggregate]) -> None:
 
 
 def _table_policy(table: exp.Table, dataset: DatasetPolicy) -> TablePolicy:
+    if table.this is None:  # ROWS FROM (f(…), …): table functions only, listed in rows_from
+        raise refuse("ROWS FROM is not allowed", hint="query the dataset's tables by name")
     if not isinstance(table.this, exp.Identifier):
         name = table.this.sql_name().lower() if isinstance(table.this, exp.Func) else table.this.key
         raise refuse(f"table function {name}() is not allowed", hint="query the dataset's tables by name")
