@@ -223,16 +223,12 @@ def _single_table(
     select: exp.Select, dataset: DatasetPolicy
 ) -> tuple[TablePolicy, set[str], DerivedSource | None, dict[str, TablePolicy] | None]:
     """The table a query reads: a private table, or a per-person subquery (analysis/per_person.py)."""
-    from_clause = select.args.get("from_")
-    if from_clause is not None and isinstance(from_clause.this, exp.Lateral):
-        raise refuse_construct("LATERAL")
+    from_clause = select.args.get("from_")  # LATERAL and select-list subqueries: _refuse_unsupported
     if from_clause is not None and isinstance(from_clause.this, exp.Subquery):
         if select.args.get("joins"):
             raise refuse_construct("joined subquery")
         derived, source = per_person_table(from_clause.this, dataset)
         return derived, {derived.name}, source, None
-    if from_clause is None and any(item.find(exp.Subquery, exp.Select) for item in select.expressions):
-        raise refuse_construct("select-list subquery")
     if from_clause is None or not isinstance(from_clause.this, exp.Table):
         raise refuse(
             "subqueries over private tables must be per-person subqueries or joins on the privacy unit"
@@ -249,8 +245,6 @@ def _single_table(
 def _joined_tables(select: exp.Select, first: exp.Table, dataset: DatasetPolicy) -> dict[str, TablePolicy]:
     tables: dict[str, TablePolicy] = {}
     for table in [first, *(join.this for join in select.args["joins"])]:
-        if isinstance(table, exp.Lateral):
-            raise refuse_construct("LATERAL")
         if not isinstance(table, exp.Table):
             raise refuse_construct("joined subquery")
         alias = table.alias_or_name.lower()
@@ -278,9 +272,7 @@ def _refuse_unsupported(select: exp.Select) -> None:
         (exp.Rollup, "ROLLUP"),
         (exp.Cube, "CUBE"),
     ):
-        if group is not None and (
-            group.find(node_type) is not None or group.args.get(construct.lower().replace(" ", "_"))
-        ):
+        if group is not None and group.find(node_type) is not None:  # also WITH ROLLUP / WITH CUBE
             raise refuse_construct(construct)
     if isinstance(select.args.get("limit"), exp.Fetch):
         raise refuse_construct("FETCH")
