@@ -354,3 +354,15 @@ def test_a_from_item_that_is_no_name_is_refused_saying_to_name_a_table(sql: str)
     error = refused(sql)
     assert isinstance(error, PolicyViolationError)
     assert (error.sqlstate, error.hint) == ("42501", "query the dataset's tables by name")
+
+
+@pytest.mark.parametrize(
+    ("sql", "construct"), [("GROUP BY region WITH ROLLUP", "ROLLUP"), ("GROUP BY region WITH CUBE", "CUBE")]
+)
+def test_the_mysql_spelling_of_rollup_and_cube_is_refused_as_rollup_and_cube(
+    sql: str, construct: str
+) -> None:
+    """sqlglot keeps ``WITH ROLLUP`` in a list of its own beside the group keys: it must not be read as a
+    plain GROUP BY region (a different query, answered without the subtotals the analyst asked for)."""
+    error = refused(f"SELECT region, COUNT(*) FROM visits {sql}")
+    assert (error.sqlstate, error.message) == ("42501", f"{construct} is not supported on private data")
