@@ -310,8 +310,10 @@ def _set_statement(tree: exp.Set) -> SetStatement:
         return SetStatement(name, None)
     if isinstance(value, exp.Literal):
         return SetStatement(name, str(value.this))
-    if isinstance(value, exp.Column | exp.Var | exp.Identifier | exp.Boolean):
-        return SetStatement(name, value.sql(dialect="postgres").strip('"'))
+    if isinstance(value, exp.Boolean):
+        return SetStatement(name, "true" if value.this else "false")
+    if isinstance(value, exp.Column | exp.Var | exp.Identifier):  # a word: its text, as PostgreSQL keeps it
+        return SetStatement(name, value.name)  # (sqlglot has already unquoted "x y"; """x""" stays "x")
     if isinstance(value, exp.Neg) and isinstance(value.this, exp.Literal):
         return SetStatement(name, f"-{value.this.this}")
     return SetStatement(name, value.sql(dialect="postgres").strip("'"))

@@ -27,6 +27,16 @@ def test_a_set_to_a_word_keeps_the_name_and_every_letter_of_the_word() -> None:
 
 
 @pytest.mark.parametrize(
+    ("value", "expected"),
+    [('"x y"', "x y"), ('"""x"""', '"x"'), ("TRUE", "true"), ("false", "false"), ("on", "on")],
+)
+def test_a_set_to_a_quoted_word_or_a_boolean_reads_as_postgresql_reads_it(value: str, expected: str) -> None:
+    """What PostgreSQL 15's SHOW gives after each SET (checked with psql): a doubled quote inside a
+    quoted word is one quote of the value, and a boolean is its lower-case word."""
+    assert classified(f"SET application_name = {value}") == SetStatement("application_name", expected)
+
+
+@pytest.mark.parametrize(
     ("sql", "expected"),
     [
         ("SET statement_timeout = 1 + 2", SetStatement("statement_timeout", "1 + 2")),
