@@ -81,3 +81,24 @@ def test_a_cap_reports_every_field_spent_by_all_analysts(ledger: Ledger) -> None
     assert ledger.cap("demo") == DatasetCap(
         "demo", cap_epsilon=2.0, cap_delta=1e-5, spent_epsilon=0.75, spent_delta=3e-6, accountant="basic"
     )
+
+
+def test_a_zcdp_balance_leaves_the_delta_not_spent(ledger: Ledger) -> None:
+    """Under zCDP a share of the grant's δ pays for converting ρ; what is left is the rest of the δ —
+    never more than was granted."""
+    ledger.reserve("alice", "demo", Release(0.3, 2e-6, rho=0.001), statement="SELECT 1", accountant=ZCDP)
+    balance = ledger.balance("alice", "demo", accountant=ZCDP)
+    assert 0 < balance.spent_delta < balance.granted_delta == 1e-5
+    assert balance.remaining_delta == pytest.approx(1e-5 - balance.spent_delta, rel=1e-12)
+
+
+def test_an_ordinary_spend_is_stored_without_a_partition(ledger: Ledger) -> None:
+    """An ordinary spend's row holds '' in both partition columns, as the version-4 upgrade left every
+    older spend: anything reading the append-only table (an audit, a later upgrade) finds no partition
+    there, and the row can never be rewritten."""
+    reservation = spend(ledger, 0.25)
+    with ledger.store.transaction(write=False) as tx:
+        rows = tx.execute(
+            "SELECT partition_column, partition_values FROM spends WHERE id = ?", (reservation,)
+        )
+    assert [tuple(row) for row in rows] == [("", "")]
