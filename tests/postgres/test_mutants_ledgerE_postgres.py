@@ -1,0 +1,23 @@
+"""The ledger tests found by mutation testing (tests/unit/budget/test_mutants_ledgerE_*.py: messages,
+spends, stepped caps), run again with each ledger in its own schema of the PostgreSQL test server."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tests.unit.budget.test_ledger import Ledgers
+from tests.unit.budget.test_mutants_ledgerE_caps import *  # noqa: F403 -- every test, collected again here
+from tests.unit.budget.test_mutants_ledgerE_messages import *  # noqa: F403
+from tests.unit.budget.test_mutants_ledgerE_spends import *  # noqa: F403
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def ledgers(postgres_dsn: str, new_schema: Callable[[], str]) -> Iterator[Ledgers]:
+    """PostgreSQL ledgers, each in a fresh schema of the test server (dropped after the test)."""
+    made = Ledgers(lambda: (postgres_dsn, new_schema()))
+    yield made
+    made.close()
