@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.config import FederationPolicy
+from proxy.config import ColumnType, FederationPolicy
 from proxy.federation.exchange import FederatedCounts
 from proxy.query.service import QueryService
 from tests.unit.proxy import test_mutants_svc_service as earlier
 from tests.unit.proxy import test_service_answers as answers
 from tests.unit.proxy.policy_fixture import HOSPITALS
-from tests.unit.proxy.test_service_answers import run, spent
+from tests.unit.proxy.test_service_answers import TTEST, run, spent
 
 service = answers.service  # the clinic's query service, where alice holds ε = 10 and δ = 1e-5
 
@@ -95,3 +95,34 @@ def test_copy_of_a_public_query_sends_a_decimal_columns_null_as_null(service: Qu
     assert outcome.copy is not None and outcome.tag == "COPY 2"
     assert outcome.copy.values == [["n1", "s1"], [1.5, None]]
     assert type(outcome.copy.values[1][0]) is float
+
+
+@pytest.mark.parametrize(
+    ("sql", "value"), [("SHOW max_identifier_length", "63"), ("SHOW Transaction_Isolation", "read committed")]
+)
+def test_show_answers_a_fact_of_the_server_whatever_its_case(
+    service: QueryService, sql: str, value: str
+) -> None:
+    """Drivers (pgjdbc, for one) read these before anything else; they are no session setting."""
+    outcome = run(service, sql)
+    assert outcome.tag == "SHOW" and outcome.table is not None
+    assert outcome.table.rows == [(value,)]
+
+
+def test_show_all_answers_three_text_columns(service: QueryService) -> None:
+    outcome = run(service, "SHOW ALL")
+    assert outcome.table is not None
+    assert [(c.name, c.type) for c in outcome.table.columns] == [
+        ("name", ColumnType.TEXT),
+        ("setting", ColumnType.TEXT),
+        ("description", ColumnType.TEXT),
+    ]
+
+
+def test_a_ttests_charge_names_its_mechanisms(service: QueryService) -> None:
+    """The audit log records which mechanisms spent the budget: both the t statistic's and the noise
+    estimate's."""
+    outcome = run(service, TTEST, **{"veil.epsilon": "1", "veil.delta": "1e-6"})
+    assert outcome.charge is not None
+    assert outcome.charge.mechanisms == "smooth-sensitivity gaussian, laplace"
+    assert outcome.charge.cached is False
