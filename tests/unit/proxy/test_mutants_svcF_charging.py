@@ -6,7 +6,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from proxy.errors import BackendUnavailableError
+from proxy.errors import BackendUnavailableError, UnsupportedQueryError
 from proxy.query.service import QueryService
 from tests.unit.proxy import test_service_answers as answers
 from tests.unit.proxy.test_service_answers import run, spent
@@ -34,5 +34,20 @@ def test_an_engine_failure_after_the_engine_ran_says_only_that_it_failed_and_wha
         "this failed query was charged ε=0.5 (count(*) ε=0.5), since the engine had read private rows"
     )
     assert "1234" not in f"{error.message} {error.hint} {error.detail}"
+    assert error.charge is not None and (error.charge.epsilon, error.charge.cached) == (0.5, False)
+    assert spent(service) == 0.5
+
+
+def test_a_select_list_that_fails_over_the_noisy_answer_says_the_budget_is_spent(
+    service: QueryService,
+) -> None:
+    """The noise was drawn before the query's own arithmetic failed: the spend stands, and the hint tells
+    the analyst so (asking again with another expression spends again)."""
+    with pytest.raises(UnsupportedQueryError) as failed:
+        run(service, "SELECT CAST(COUNT(*) * 1000 AS SMALLINT) FROM visits", **{"veil.epsilon": "0.5"})
+    error = failed.value
+    assert error.message == "could not compute the select list over the noisy answer"
+    assert error.hint == "the budget for this answer is spent; check the expressions around the aggregates"
+    assert error.detail is not None and "out of range" in error.detail.lower()
     assert error.charge is not None and (error.charge.epsilon, error.charge.cached) == (0.5, False)
     assert spent(service) == 0.5
