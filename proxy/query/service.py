@@ -1257,11 +1257,12 @@ def _literal_oid(value: object) -> int | None:
 
 
 def _is_decimal(type_name: str) -> bool:
-    return type_name.startswith("DECIMAL") or type_name == "numeric"
+    """DuckDB's ``DECIMAL(18,3)``; PostgreSQL's ``numeric``, or ``numeric(10,2)`` for a column declared so."""
+    return type_name.startswith(("DECIMAL", "numeric(")) or type_name == "numeric"
 
 
 def _decimal_or_text(type_name: str) -> ColumnType:
-    return ColumnType.REAL if type_name.startswith("DECIMAL") else ColumnType.TEXT
+    return ColumnType.REAL if _is_decimal(type_name) else ColumnType.TEXT
 
 
 def _plain(row: tuple[object, ...], decimals: list[int]) -> tuple[object, ...]:
