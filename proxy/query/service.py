@@ -1231,7 +1231,9 @@ def _typed_table(
     """Columns named as PostgreSQL would name them, typed from the sandbox engine's result."""
     columns = tuple(
         ResultColumn(
-            name, _ENGINE_TYPES.get(type_name, _decimal_or_text(type_name)), _NARROW_TYPES.get(type_name)
+            name,
+            _ENGINE_TYPES.get(_without_modifier(type_name), _decimal_or_text(type_name)),
+            _NARROW_TYPES.get(type_name),
         )
         for name, (_, type_name) in zip(names, description, strict=True)
     )
@@ -1254,6 +1256,11 @@ def _literal_oid(value: object) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and -(2**31) <= value < 2**31:
         return pgtypes.INT4
     return None
+
+
+def _without_modifier(type_name: str) -> str:
+    """PostgreSQL describes a column declared ``timestamp(3)`` so: it is a timestamp all the same."""
+    return type_name.split("(", 1)[0]
 
 
 def _is_decimal(type_name: str) -> bool:

@@ -53,3 +53,18 @@ def test_copy_of_a_public_numeric_with_a_scale_sends_floats(service: QueryServic
     assert outcome.copy is not None and outcome.tag == "COPY 3"
     assert outcome.copy.values[1] == [1.25, 1.25, 1.25]
     assert [type(price) for price in outcome.copy.values[1]] == [float, float, float]
+
+
+def test_a_public_timestamp_with_a_precision_is_a_timestamp_column(service: QueryService) -> None:
+    """psycopg describes ``timestamp(3)`` with its precision; without it stripped, the column was typed text
+    and a client read its values as strings."""
+    assert service.dataset.dsn is not None
+    with psycopg.connect(service.dataset.dsn, autocommit=True) as connection:
+        connection.execute(
+            sql.SQL(
+                "ALTER TABLE {}.zones ALTER COLUMN zone TYPE timestamp(3) USING '2026-01-02 03:04:05'"
+            ).format(sql.Identifier(service.dataset.schema))
+        )
+    outcome = run(service, "SELECT zone FROM zones LIMIT 1")
+    assert outcome.table is not None
+    assert [(c.name, c.type) for c in outcome.table.columns] == [("zone", ColumnType.TIMESTAMP)]
