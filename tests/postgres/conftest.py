@@ -6,6 +6,8 @@
 * ``fresh_schema`` — a uniquely named schema (``veil_test_…``) made for one test and dropped with
   everything in it afterwards; ``new_schema`` makes more of them.
 * ``pg`` — an autocommit superuser connection for arranging data and looking behind Veil's back.
+* ``postgres_ledgers`` — the ledger contract suites' ``Ledgers`` on PostgreSQL, each ledger in a fresh
+  schema; a suite that collects the SQLite tests again overrides their ``ledgers`` with it.
 
 The DSN must name a role that may create schemas; the tests never touch ``public``.
 """
@@ -24,6 +26,7 @@ from tests.conftest import DEFAULT_POSTGRES_DSN as DEFAULT_DSN
 from tests.conftest import POSTGRES_DSN_VARIABLE as DSN_VARIABLE
 from tests.conftest import REQUIRE_POSTGRES_VARIABLE as REQUIRE_VARIABLE
 from tests.conftest import schema_in
+from tests.unit.budget.test_ledger import Ledgers
 
 __all__ = ["DEFAULT_DSN", "DSN_VARIABLE", "REQUIRE_VARIABLE", "in_schema", "schema_in"]
 
@@ -32,6 +35,14 @@ __all__ = ["DEFAULT_DSN", "DSN_VARIABLE", "REQUIRE_VARIABLE", "in_schema", "sche
 def new_schema(postgres_dsn: str) -> Iterator[Callable[[], str]]:
     with contextlib.ExitStack() as stack:
         yield lambda: stack.enter_context(schema_in(postgres_dsn))
+
+
+@pytest.fixture
+def postgres_ledgers(postgres_dsn: str, new_schema: Callable[[], str]) -> Iterator[Ledgers]:
+    """PostgreSQL ledgers, each in a fresh schema of the test server (dropped after the test)."""
+    made = Ledgers(lambda: (postgres_dsn, new_schema()))
+    yield made
+    made.close()
 
 
 @pytest.fixture

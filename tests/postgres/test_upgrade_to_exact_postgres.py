@@ -3,8 +3,6 @@ tests/unit/budget/test_upgrade_to_exact.py again, each ledger in its own schema 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-
 import pytest
 
 from tests.unit.budget.test_ledger import Ledgers
@@ -14,8 +12,7 @@ pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
-def ledgers(postgres_dsn: str, new_schema: Callable[[], str]) -> Iterator[Ledgers]:
-    """PostgreSQL ledgers, each in a fresh schema of the test server (dropped after the test)."""
-    made = Ledgers(lambda: (postgres_dsn, new_schema()))
-    yield made
-    made.close()
+def ledgers(postgres_ledgers: Ledgers) -> Ledgers:
+    return (
+        postgres_ledgers  # the contract tests collected here run on PostgreSQL (tests/postgres/conftest.py)
+    )
