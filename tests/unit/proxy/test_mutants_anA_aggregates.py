@@ -13,11 +13,11 @@ import pytest
 
 from proxy.analysis.aggregates import AggregateInput, second_number
 from proxy.analysis.parse import parse_statements
-from proxy.analysis.shape import QueryShape
 from proxy.analysis.statements import PrivateQuery, classify
 from proxy.config import ColumnType, parse_config
 from proxy.errors import PolicyViolationError
 from tests.unit.proxy.test_mutants_an_joins import classified
+from tests.unit.proxy.test_mutants_anD_joins import shape_of as shape
 from tests.unit.proxy.test_per_person_values import PER_PATIENT
 from tests.unit.proxy.visits_fixture import POLICY as MOMENTS_POLICY
 
@@ -25,12 +25,6 @@ DATE_HINT = (
     "a date or timestamp column answers COUNT, MIN, MAX, MEDIAN and PERCENTILE_CONT/DISC (as dates or "
     "timestamps) once the policy declares its lower and upper bounds; group by date_trunc or EXTRACT of it"
 )
-
-
-def shape(sql: str) -> QueryShape:
-    statement = classified(sql)
-    assert isinstance(statement, PrivateQuery)
-    return statement.shape
 
 
 def inputs(sql: str) -> list[tuple[str, AggregateInput]]:
