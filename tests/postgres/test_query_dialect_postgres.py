@@ -12,7 +12,6 @@ without the dialect fails in the engine, after the reservation, as a charged fai
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,6 @@ import psycopg
 import pytest
 from psycopg import sql as pgsql
 
-from anonymizers.sensitive_qid import AttributeRelease
 from budget.ledger import Ledger
 from budget.loss import PrivacyLoss
 from proxy.backends.postgres import PostgresBackend
@@ -32,6 +30,10 @@ from tests.postgres.conftest import in_schema
 from tests.postgres.test_query_service_both_backends import postgres_clinic
 from tests.service_fixture import serving
 from tests.unit.proxy.policy_fixture import clinic_postgres_policy
+from tests.unit.proxy.test_mutants_svcF_reconstruct import (
+    assert_estimated_from_truthful_release,
+    truthful_sex_release,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -110,13 +112,7 @@ def test_veil_reconstruct_reads_a_release_in_postgresql_and_says_it_spent_nothin
     """A release as ``veil materialize diversity --out db:released`` writes it: the value sets (here of
     one value each, p = 1: each set holds the true value) and the companion table of metadata. EM over
     sets that say the truth gives back their counts: 30 female, 70 male."""
-    metadata = {
-        "attributes": [
-            AttributeRelease(
-                attribute="sex", domain=("female", "male"), p=1.0, eta=1, model="closeness", t=0.5
-            ).to_metadata()
-        ]
-    }
+    metadata = truthful_sex_release()
     in_schema(
         pg,
         fresh_schema,
@@ -130,13 +126,5 @@ def test_veil_reconstruct_reads_a_release_in_postgresql_and_says_it_spent_nothin
         (json.dumps(metadata),),
     )
     outcome = run(service, "SELECT * FROM veil_reconstruct('released', 'sex')")
-    assert outcome.table is not None and outcome.tag == "SELECT 2"
-    assert [column.name for column in outcome.table.columns] == ["sex", "count"]
-    assert [(sex, round(count, 6)) for sex, count in outcome.table.rows] == [("male", 70.0), ("female", 30.0)]
-    (notice,) = outcome.notices
-    assert re.fullmatch(
-        r"veil_reconstruct: an estimate from the published release released \(EM, \d+ iterations\);"
-        r" a public release, so nothing was spent",
-        notice,
-    ), notice
-    assert outcome.charge is None and spent(service) == (0.0, 0.0)
+    assert_estimated_from_truthful_release(outcome)
+    assert spent(service) == (0.0, 0.0)
