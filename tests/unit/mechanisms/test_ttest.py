@@ -584,6 +584,25 @@ def test_welch_t_needs_two_values_with_positive_variance(a: list[float], b: list
         welch_df(b, a)
 
 
+@pytest.mark.parametrize(
+    ("n_a", "n_b", "message"),
+    [
+        (-1, 3, "n_a must be a whole number >= 0, got -1"),
+        (4, -2, "n_b must be a whole number >= 0, got -2"),
+        (4, 2.5, "n_b must be a whole number >= 0, got 2.5"),
+        (True, 3, "n_a must be a whole number >= 0, got True"),
+    ],
+)
+def test_dp_group_sizes_name_the_bad_count_and_say_what_to_pass(
+    n_a: object, n_b: object, message: str
+) -> None:
+    """Each count is checked by its own name (seed 1144's survivors: ``n_b`` misnamed, the hint changed)."""
+    with pytest.raises(MechanismError) as raised:
+        dp_group_sizes(n_a, n_b, epsilon=1.0, rng=random.Random(SEED))  # type: ignore[arg-type]
+    assert raised.value.message == message
+    assert raised.value.hint == "pass the group's record count"
+
+
 def test_releases_refuse_invalid_parameters() -> None:
     rng = random.Random(SEED)
     with pytest.raises(MechanismError, match="noise_sd must be a finite number greater than 0"):
