@@ -249,6 +249,10 @@ def test_a_failing_query_on_the_budget_view_says_what_failed(service: QueryServi
     with pytest.raises(InvalidParameterValueError) as refused:
         run(service, "SELECT CAST(dataset AS INTEGER) FROM veil.budget")
     assert refused.value.message == "could not answer the query on veil.budget"
+    # the engine's reason, one line (it can only quote the analyst's own budget row)
+    detail = refused.value.detail
+    assert detail is not None and detail.startswith("Conversion Error") and "'clinic'" in detail, detail
+    assert "\n" not in detail
 
 
 def test_the_budget_views_computed_columns_are_named_as_postgresql_names_them(service: QueryService) -> None:
