@@ -189,8 +189,11 @@ def test_open_finds_an_existing_ledger(ledgers: Ledgers, ledger: Ledger) -> None
 
 def test_open_refuses_a_newer_schema(ledgers: Ledgers, ledger: Ledger) -> None:
     behind_the_back(ledger, "UPDATE schema_version SET version = 99")
-    with pytest.raises(LedgerStoreError, match=f"schema version 99; this Veil reads up to {SCHEMA_VERSION}"):
+    with pytest.raises(
+        LedgerStoreError, match=f"schema version 99; this Veil reads up to {SCHEMA_VERSION}"
+    ) as raised:
         ledgers.reopen(ledger)
+    assert raised.value.hint == "upgrade Veil"  # a newer Veil wrote it: an older one must not touch it
 
 
 def test_open_upgrades_a_version_2_ledger_and_keeps_its_audit_log(ledgers: Ledgers) -> None:
