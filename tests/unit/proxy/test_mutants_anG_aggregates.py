@@ -33,3 +33,11 @@ def test_an_input_is_named_in_postgresql_not_in_a_generic_sql() -> None:
         "clamp it explicitly: veil_clamp(CAST(patient_id AS DOUBLE PRECISION), lower, upper) — or declare "
         "bounds for its columns"
     )
+
+
+@pytest.mark.parametrize("function", ["PERCENTILE_CONT", "PERCENTILE_DISC"])
+def test_a_percentile_within_an_empty_group_is_refused_with_what_to_write(function: str) -> None:
+    """``WITHIN GROUP ()`` parses with no ORDER BY at all: a refusal that says what to write, not an
+    internal error."""
+    refused = refusal(f"SELECT {function}(0.5) WITHIN GROUP () FROM visits")
+    assert refused.message == "PERCENTILE needs WITHIN GROUP (ORDER BY one column) in ascending order"
