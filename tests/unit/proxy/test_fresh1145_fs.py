@@ -9,8 +9,13 @@ import sqlglot
 from proxy.analysis.statements import PrivateQuery
 from proxy.analysis.value_kinds import Kind, value_kind
 from proxy.errors import UnknownColumnError, UnsupportedQueryError
+from proxy.query.service import QueryService
+from tests.unit.proxy import test_service_answers as answers
 from tests.unit.proxy.people_fixture import people
 from tests.unit.proxy.test_mutants_an_joins import classified
+from tests.unit.proxy.test_service_answers import run
+
+service = answers.service  # the clinic on DuckDB: 3,000 visits, ages 20–69
 
 
 @pytest.mark.parametrize(
@@ -49,3 +54,23 @@ def test_a_cast_to_a_type_without_a_kind_is_unknown_and_refused_in_a_private_que
         "0A000",
         f"CAST to {target} is not supported in a query on private data",
     )
+
+
+@pytest.mark.parametrize(
+    ("sql", "keys"),
+    [
+        # DuckDB's power() overflows to infinity where PostgreSQL fails: made error-free in DuckDB's way
+        ("SELECT power(age, 200) > 1 AS k, COUNT(*) FROM visits GROUP BY 1", [False, True]),
+        # a text-to-integer CAST is TRY_CAST on DuckDB, not refused as on a PostgreSQL dataset
+        ("SELECT CAST(CAST(age AS TEXT) AS INTEGER) AS k, COUNT(*) FROM visits GROUP BY 1", list(range(101))),
+    ],
+)
+def test_a_group_by_expression_is_made_error_free_in_the_datasets_own_dialect(
+    service: QueryService, sql: str, keys: list[object]
+) -> None:
+    """The bounded query's key is rewritten for the engine that runs it (rewrite/bound_contributions.py
+    ``_key``); PostgreSQL's rewrite on DuckDB refused the CAST and made the engine fail on power()."""
+    outcome = run(service, sql, **{"veil.epsilon": "1"})
+    assert outcome.table is not None
+    assert [key for key, _ in outcome.table.rows] == keys
+    assert outcome.charge is not None and outcome.charge.epsilon == pytest.approx(1.0)
