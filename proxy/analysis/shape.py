@@ -396,9 +396,12 @@ class _Scope:
         """A column of a joined public lookup table: (that table, its own column name)."""
         if self.joined is None or column.values is not None:
             return None
-        alias, _, name = column.name.partition("__")
-        policy = self.joined.get(alias)
-        return (policy.name, name) if policy is not None and policy.public else None
+        for alias, policy in self.joined.items():  # an alias may hold "__" itself (z__x__zone)
+            prefix = joined_name(alias, "")
+            own = policy.column(column.name[len(prefix) :]) if column.name.startswith(prefix) else None
+            if policy.public and own is not None:
+                return policy.name, own.name
+        return None
 
 
 def _small_integer_range(column: ColumnPolicy) -> bool:

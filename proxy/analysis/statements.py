@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -316,7 +317,27 @@ def _set_statement(tree: exp.Set) -> SetStatement:
         return SetStatement(name, value.name)  # (sqlglot has already unquoted "x y"; """x""" stays "x")
     if isinstance(value, exp.Neg) and isinstance(value.this, exp.Literal):
         return SetStatement(name, f"-{value.this.this}")
+    if isinstance(value, exp.ByteString):  # E'…': the tokenizer has already read its escapes
+        return SetStatement(name, value.this)
+    if isinstance(value, exp.UnicodeString):
+        return SetStatement(name, _unicode_text(value))
     return SetStatement(name, value.sql(dialect="postgres").strip("'"))
+
+
+def _unicode_text(value: exp.UnicodeString) -> str:
+    """The text of ``U&'d\\0061t' [UESCAPE '!']`` as PostgreSQL reads it: ``\\XXXX`` and ``\\+XXXXXX`` are
+    code points (a surrogate pair is one), a doubled escape character is the character itself."""
+    escape = value.args["escape"].name if isinstance(value.args.get("escape"), exp.Literal) else "\\"
+    quoted = re.escape(escape)
+    pattern = re.compile(rf"{quoted}(?:({quoted})|\+([0-9A-Fa-f]{{6}})|([0-9A-Fa-f]{{4}}))")
+
+    def read(match: re.Match[str]) -> str:
+        return escape if match.group(1) else chr(int(match.group(2) or match.group(3), 16))
+
+    try:
+        return pattern.sub(read, value.this).encode("utf-16", "surrogatepass").decode("utf-16")
+    except ValueError:  # above U+10FFFF, or half a surrogate pair
+        raise QuerySyntaxError("invalid Unicode escape value") from None
 
 
 def _command(tree: exp.Command) -> Statement:
