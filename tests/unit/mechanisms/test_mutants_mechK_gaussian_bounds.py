@@ -5,8 +5,10 @@ The calibrated σ of every Gaussian quantity with Δ = 1 and a small ε lies abo
 how much noise a real release gets: if it ever fell below CKS 2020 Theorem 7's exact δ, Veil would
 under-charge δ. The exact δ is summed by brute force (``theorem_7_delta`` of test_gaussian.py). The
 thresholds tried put the first positive term of the sum just above σ (the smallest start where the
-midpoint rule is used), where the remainder term matters most. Found by a mutation run of mechanisms/
-(seed 2126, docs/testing.md).
+midpoint rule is used), where the remainder term matters most. Also here: the crude tails used for starts
+below σ + 1/2 (the largest of the three starts around the threshold is kept), pricing at ε = 0 (a σ whose δ
+is met there costs no ε), and the noise thresholds at probability 1/2. Found by a mutation run of
+mechanisms/ (seed 2126, docs/testing.md).
 """
 
 from __future__ import annotations
