@@ -100,7 +100,7 @@ def _merge(outer: exp.Select, subquery: exp.Subquery, inner: exp.Select) -> exp.
     )
     merged = outer.copy()
     for key, value in list(merged.args.items()):
-        if key in ("from_", "from", "expressions"):
+        if key in ("from_", "expressions"):
             continue
         if isinstance(value, exp.Expression):
             merged.set(key, substitute.clause(key, value))
