@@ -1,5 +1,6 @@
-"""Row-level subqueries and WITH column lists (analysis/row_subqueries.py, with_clauses.py): which query a
-folded subquery over a join becomes, and what a refused one tells the analyst.
+"""Subqueries in FROM, WITH column lists and UNION ALL limits (analysis/row_subqueries.py, with_clauses.py,
+per_person.py, set_operations.py): which query a folded subquery over a join becomes, and what a refused
+one tells the analyst.
 
 A folded subquery is the query Veil prices and runs, so a column of it that loses its name or keeps a
 qualifier nothing defines any more turns a query Veil accepts into an engine error; a refusal that lost its
@@ -10,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.errors import PolicyViolationError
+from proxy.errors import PolicyViolationError, QuerySyntaxError, UnknownColumnError
+from tests.unit.proxy.test_mutants_an_joins import classified
 from tests.unit.proxy.test_mutants_an_per_person import refused
 from tests.unit.proxy.test_mutants_anC_subqueries import folded, inlined
 
@@ -46,4 +48,48 @@ def test_a_column_list_over_a_star_says_to_list_the_columns() -> None:
         "42501",
         'the column list of "t" cannot rename *',
         'list the columns of "t" in its SELECT instead of *',
+    )
+
+
+def test_a_subquery_in_the_select_list_without_from_is_refused_not_an_internal_error() -> None:
+    """No FROM to fold: the query reaches the classification, which refuses the select-list subquery."""
+    error = refused("SELECT (SELECT COUNT(*) FROM visits)")
+    assert (error.sqlstate, error.message, error.hint) == (
+        "42501",
+        "subqueries in the select list are not supported on private data",
+        "put all the aggregates in one query, or combine queries with UNION ALL",
+    )
+
+
+def test_a_window_clause_in_a_subquery_is_refused_as_a_window_function() -> None:
+    """``WINDOW w AS (…)`` defines a window even when no function uses it; it is refused as window
+    functions are on private data, whether or not the subquery filters rows."""
+    for where in ("", "WHERE age > 3 "):
+        error = refused(
+            f"SELECT COUNT(*) FROM (SELECT * FROM visits {where}WINDOW w AS (PARTITION BY region)) s"
+        )
+        assert (error.sqlstate, error.message) == (
+            "42501",
+            "window functions are not allowed on private data",
+        )
+
+
+def test_a_quoted_all_is_not_limit_all() -> None:
+    """``LIMIT "ALL"`` names a column, not PostgreSQL's LIMIT ALL: a UNION ALL with it is refused, not
+    answered without a limit."""
+    with pytest.raises(QuerySyntaxError) as refusal:
+        classified('SELECT COUNT(*) FROM visits UNION ALL SELECT COUNT(*) FROM patients LIMIT "ALL"')
+    assert (refusal.value.sqlstate, refusal.value.message) == (
+        "42601",
+        "LIMIT of a UNION ALL must be a non-negative integer constant",
+    )
+
+
+def test_an_unknown_column_of_an_unnamed_per_person_subquery_lists_its_columns() -> None:
+    with pytest.raises(UnknownColumnError) as refusal:
+        classified("SELECT AVG(zz) FROM (SELECT patient_id, COUNT(*) AS n FROM visits GROUP BY patient_id)")
+    assert (refusal.value.sqlstate, refusal.value.message, refusal.value.hint) == (
+        "42703",
+        'column "zz" does not exist',
+        "columns of _dp_per_person: patient_id, n",
     )
