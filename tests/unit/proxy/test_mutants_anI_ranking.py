@@ -60,6 +60,11 @@ def test_ordering_by_a_key_is_not_a_top_k_even_beside_an_aliased_count(shop: Dat
             "sort and filter in the outer query: " + RANKING_HINT,
         ),
         (
+            ("GROUP BY region, genre)", "GROUP BY region, genre QUALIFY COUNT(*) > 1)"),
+            "QUALIFY is not supported inside a ranking subquery",
+            "sort and filter in the outer query: " + RANKING_HINT,
+        ),
+        (
             ("COUNT(DISTINCT user_id) DESC, genre", "COUNT(DISTINCT user_id), genre"),
             "ROW_NUMBER() must rank by the count, descending",
             RANKING_HINT,
@@ -74,7 +79,7 @@ def test_ordering_by_a_key_is_not_a_top_k_even_beside_an_aliased_count(shop: Dat
 def test_a_ranking_that_would_not_rank_the_noisy_counts_is_refused(
     shop: DatasetPolicy, change: tuple[str, str], message: str, hint: str
 ) -> None:
-    """A LIMIT or HAVING inside would keep keys by their exact counts; an ascending ROW_NUMBER() or RANK()
+    """A LIMIT, HAVING or QUALIFY inside would keep keys by their exact counts; an ascending ROW_NUMBER() or RANK()
     is not the top-k selection that is priced."""
     with pytest.raises(PolicyViolationError) as refused:
         shape_of(PARTITIONED.replace(*change), shop)
