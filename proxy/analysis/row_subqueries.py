@@ -50,10 +50,10 @@ def _fold(select: exp.Select) -> exp.Select:
 
 def _row_level(inner: exp.Select) -> bool:
     """No grouping, no aggregate: each output row is one input row. A window function is refused here,
-    as it would be anywhere on private data."""
+    as it would be anywhere on private data; so is a WINDOW clause, whose items are Window nodes too."""
     if any(isinstance(node, exp.Window) for node in inner.walk()):
         raise refuse_construct("window function")
-    if any(inner.args.get(clause) for clause in ("group", "having", "distinct", "qualify", "windows")):
+    if any(inner.args.get(clause) for clause in ("group", "having", "distinct", "qualify")):
         return False
     return not any(isinstance(node, exp.AggFunc) for item in inner.expressions for node in item.walk())
 
@@ -100,7 +100,7 @@ def _merge(outer: exp.Select, subquery: exp.Subquery, inner: exp.Select) -> exp.
     )
     merged = outer.copy()
     for key, value in list(merged.args.items()):
-        if key in ("from_", "from", "expressions"):
+        if key in ("from_", "expressions"):
             continue
         if isinstance(value, exp.Expression):
             merged.set(key, substitute.clause(key, value))
