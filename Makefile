@@ -32,7 +32,7 @@ demo: $(CORE)  ## build the synthetic demo (once) and serve it in the foreground
 	@echo
 	$(BIN)/veil serve --config $(DEMO_DIR)/veil.toml --port $(PORT)
 
-test: $(STAMP)  ## the whole suite but the Spark tests, in TEST_WORKERS processes (pytest-xdist; ~9 min on 2 cores)
+test: $(STAMP)  ## the whole suite but the Spark tests, in TEST_WORKERS processes (pytest-xdist; 6–9 min on 2 cores)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 test-spark: $(STAMP)  ## the tests marked spark: a local Spark session and a Spark Connect server (Java 17)
