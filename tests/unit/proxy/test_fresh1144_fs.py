@@ -11,7 +11,7 @@ from proxy.errors import PolicyViolationError, UnknownTableError
 from proxy.query.service import QueryService
 from proxy.settings import SessionSettings
 from tests.unit.proxy import test_service_answers as answers
-from tests.unit.proxy.test_mutants_an_joins import classified
+from tests.unit.proxy.test_mutants_an_joins import refusal
 from tests.unit.proxy.test_service_answers import ALICE, run, spent
 
 service = answers.service  # the clinic: 3,000 visits of 1,000 patients (3 each), ages 20–69, a third female
@@ -56,19 +56,13 @@ def test_describing_that_union_plans_its_parts_and_spends_nothing(service: Query
 def test_a_write_with_a_recursive_with_is_refused_as_a_write() -> None:
     """The statement's kind is the reason that tells the analyst what to do (Veil is read-only); its WITH
     is not looked into first."""
-    with pytest.raises(PolicyViolationError) as raised:
-        classified("WITH RECURSIVE r AS (SELECT 1) DELETE FROM visits")
-    assert (raised.value.sqlstate, raised.value.message) == (
-        "42501",
-        "only SELECT statements may read private tables",
-    )
+    sqlstate, message, _ = refusal("WITH RECURSIVE r AS (SELECT 1) DELETE FROM visits", PolicyViolationError)
+    assert (sqlstate, message) == ("42501", "only SELECT statements may read private tables")
 
 
 def test_a_per_person_subquery_over_a_table_the_dataset_lacks_names_it() -> None:
     """Every table a statement reads is looked up before the per-person subquery is built, so the
     analyst gets 42P01 with the name, not an internal error."""
-    with pytest.raises(UnknownTableError) as raised:
-        classified(
-            "SELECT AVG(n) FROM (SELECT patient_id, COUNT(*) AS n FROM nowhere GROUP BY patient_id) AS t"
-        )
-    assert (raised.value.sqlstate, raised.value.message) == ("42P01", 'relation "nowhere" does not exist')
+    sql = "SELECT AVG(n) FROM (SELECT patient_id, COUNT(*) AS n FROM nowhere GROUP BY patient_id) AS t"
+    sqlstate, message, _ = refusal(sql, UnknownTableError)
+    assert (sqlstate, message) == ("42P01", 'relation "nowhere" does not exist')

@@ -7,7 +7,7 @@ import pytest
 
 from proxy.analysis.parse import parse_statements
 from proxy.analysis.statements import PrivateQuery, classify
-from proxy.errors import PolicyViolationError
+from proxy.errors import PolicyViolationError, ProxyError
 from tests.unit.proxy.policy_fixture import clinic_policy
 
 JOIN_HINT = (
@@ -19,6 +19,13 @@ JOIN_HINT = (
 def classified(sql: str) -> object:
     (tree,) = parse_statements(sql)
     return classify(tree, clinic_policy())
+
+
+def refusal(sql: str, kind: type[ProxyError]) -> tuple[str, str, str | None]:
+    """The SQLSTATE, message and hint of the ``kind`` of error the clinic's analysis refuses ``sql`` with."""
+    with pytest.raises(kind) as refused:
+        classified(sql)
+    return refused.value.sqlstate, refused.value.message, refused.value.hint
 
 
 @pytest.mark.parametrize(
