@@ -34,17 +34,28 @@ def federation_read(
     ]
     if not named:
         return None
-    tables = list(tree.find_all(exp.Table))
-    if (
-        not isinstance(tree, exp.Select)
-        or len(tables) != 1
-        or tree.args.get("joins")
-        or tree.args.get("with_")  # sqlglot's key for a WITH clause ("with" is never set)
-    ):
-        raise UnsupportedQueryError(
-            f"federation {named[0].name} can only be counted on its own", hint=SHAPE_HINT
-        )
+    reason = _why_not_alone(tree)
+    if reason:
+        raise UnsupportedQueryError(f"federation {named[0].name} {reason}", hint=SHAPE_HINT)
     return federations[named[0].name.lower()]
+
+
+def _why_not_alone(tree: exp.Expression) -> str | None:
+    """Why a statement naming a federation is not one SELECT over the federation alone (None if it is):
+    each case has its own message, so the analyst knows what to take away."""
+    if isinstance(tree, exp.Copy):
+        return "cannot be read by COPY: send its count as a SELECT statement of its own"
+    if isinstance(tree, exp.SetOperation):
+        return f"cannot be combined by {tree.key.upper()}: send its count as a SELECT statement of its own"
+    if not isinstance(tree, exp.Select):
+        return f"can only be read by SELECT, not by {tree.key.upper()}"
+    if tree.args.get("with_"):  # sqlglot's key for a WITH clause ("with" is never set)
+        return "cannot be read beside a WITH query"
+    if tree.args.get("joins"):
+        return "cannot be joined"
+    if len(list(tree.find_all(exp.Table))) != 1:
+        return "cannot be read with other tables or subqueries"
+    return None
 
 
 def local_statement(tree: exp.Select, federation: FederationPolicy) -> exp.Select:

@@ -372,11 +372,10 @@ class QueryService:
     ) -> StatementOutcome:
         """COPY … TO STDOUT: the query answered (and priced) as the same SELECT, its rows sent as COPY data.
         A query of public tables only is fetched column by column (``Backend.execute_columns``): it can
-        be every row of a large table."""
-        if self._federation_read(statement.query) is None:
-            query = _classified(statement.query, self.dataset)
-            if isinstance(query, PublicQuery):
-                return self._copy_public(query, statement.options)
+        be every row of a large table. (A COPY naming a federation never gets here: :meth:`run` refuses it.)"""
+        query = _classified(statement.query, self.dataset)
+        if isinstance(query, PublicQuery):
+            return self._copy_public(query, statement.options)
         text = self.statement_text(tree) if text is None else text
         inner = self.run(statement.query, principal=principal, settings=settings, text=text)
         if inner.table is None:

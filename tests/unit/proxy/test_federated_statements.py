@@ -44,16 +44,35 @@ def test_the_statement_itself_is_not_changed() -> None:
 
 
 @pytest.mark.parametrize(
-    "sql",
+    ("sql", "reason"),
     [
-        "SELECT COUNT(*) FROM hospitals JOIN zones ON hospitals.region = zones.code",
-        "WITH h AS (SELECT * FROM hospitals) SELECT COUNT(*) FROM h",
-        "SELECT COUNT(*) FROM hospitals UNION ALL SELECT COUNT(*) FROM hospitals",
+        ("SELECT COUNT(*) FROM hospitals JOIN zones ON hospitals.region = zones.code", "cannot be joined"),
+        ("WITH h AS (SELECT * FROM hospitals) SELECT COUNT(*) FROM h", "cannot be read beside a WITH query"),
+        (
+            "SELECT COUNT(*) FROM hospitals UNION ALL SELECT COUNT(*) FROM hospitals",
+            "cannot be combined by UNION: send its count as a SELECT statement of its own",
+        ),
+        (
+            "SELECT COUNT(*) FROM hospitals EXCEPT SELECT 1",
+            "cannot be combined by EXCEPT: send its count as a SELECT statement of its own",
+        ),
+        (
+            "COPY (SELECT region, COUNT(*) FROM hospitals GROUP BY region) TO STDOUT",
+            "cannot be read by COPY: send its count as a SELECT statement of its own",
+        ),
+        (
+            "SELECT COUNT(*) FROM hospitals WHERE region IN (SELECT region FROM hospitals)",
+            "cannot be read with other tables or subqueries",
+        ),
+        ("DELETE FROM hospitals", "can only be read by SELECT, not by DELETE"),
     ],
 )
-def test_a_federation_is_counted_only_on_its_own(sql: str) -> None:
-    with pytest.raises(UnsupportedQueryError, match="federation hospitals can only be counted on its own"):
+def test_a_federation_is_counted_only_on_its_own_and_each_refusal_says_why(sql: str, reason: str) -> None:
+    """A federation releases joint counts of its own rows and nothing else; each other shape is refused
+    before any spend with what is wrong in it (a COPY used to be told it was not "on its own")."""
+    with pytest.raises(UnsupportedQueryError) as refused:
         federation_read(sqlglot.parse_one(sql, read="postgres"), {"hospitals": HOSPITALS})
+    assert refused.value.message == f"federation hospitals {reason}"
 
 
 def test_statements_naming_no_federation_read_none() -> None:

@@ -251,6 +251,20 @@ def test_the_peers_statement_is_answered_at_the_federations_epsilon(
     assert spent(service) == 0.5
 
 
+def test_a_copy_of_a_federated_count_is_refused_free_and_says_why(
+    federated: tuple[QueryService, PeerSite],
+) -> None:
+    """COPY (…) TO STDOUT of a federated count: refused before any spend or any word to the peer, with
+    what to send instead (it used to be told the federation "can only be counted on its own")."""
+    service, peer = federated
+    with pytest.raises(UnsupportedQueryError) as refused:
+        run(service, f"COPY ({FEDERATED}) TO STDOUT", **{"veil.epsilon": "1"})
+    assert refused.value.message == (
+        "federation hospitals cannot be read by COPY: send its count as a SELECT statement of its own"
+    )
+    assert peer.sent == [] and spent(service) == 0.0
+
+
 def test_the_peer_may_ask_for_a_federated_count_only(federated: tuple[QueryService, PeerSite]) -> None:
     service, _ = federated
     with pytest.raises(UnsupportedQueryError, match="not a count of federation hospitals"):
