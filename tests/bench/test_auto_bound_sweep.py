@@ -8,9 +8,11 @@ post-processing; Veil's raw (unclamped) error is printed beside it.
 
 * **Veil auto, fresh**: ``remember_bounds = false``, ``answer_cache = false``: every draw chooses its
   bound with DP again and is charged ε. **Veil auto + hint**: the same with ``contribution_hint = 100``,
-  the untuned guess the anchors get (Qrlew's default ``max_multiplicity``). **Veil auto, remembered**:
-  RUNS sessions, each a new analyst whose first query chooses the bound; the row reports that analyst's
-  *second* query at the same ε, which reuses the bound and spends all its ε on the counts.
+  the untuned guess the anchors get (Qrlew's default ``max_multiplicity``). **Veil auto, as shipped**
+  (``remember_bounds = true``, the default; answer cache still off): ANALYSTS new analysts per ε, each
+  asking ANALYST_DRAWS times — the first query chooses and remembers the bound, the others reuse it
+  and spend all their ε on the counts; the row pools every draw, and the *second* queries alone make the
+  "remembered" row.
 * **Veil fixed L**: ``max_contributions = L`` for L on a grid, the best in hindsight marked.
 * **OpenDP 0.16** (``opendp_runner.py``, ``VEIL_OPENDP_PYTHON`` = a Python with ``opendp[polars]==0.16.0``):
   identifier truncation to 100 rows per user, public decades, integer Laplace; OpenDP has no default
@@ -57,7 +59,9 @@ HERE = Path(__file__).resolve().parent
 QUERY = "SELECT (year / 10) * 10 AS decade, COUNT(*) FROM ratings GROUP BY 1"
 DECADES = list(range(1900, 2020, 10))
 EPSILONS = (0.1, 1.0, 10.0)
-RUNS = 30
+RUNS = 100  # draws per method and ε: the fresh choice's errors are skewed, 30 draws leave ±0.03 at ε = 0.1
+ANALYSTS = 200  # per ε, for the as-shipped row: the bound each one's first query chooses varies most
+ANALYST_DRAWS = 30  # each analyst's fresh draws (the issue's "≥ 30 fresh draws")
 FIXED = (16, 32, 64, 96, 128, 192, 256, 384, 512, 768, 1000, 1536, 2048)
 CAP = 1000
 ANCHOR_BOUND = 100  # Qrlew's default max_multiplicity; OpenDP gets the same
@@ -90,10 +94,18 @@ class Sweep:
     charges: list[float]
     distinct: int  # how many different released vectors: fresh draws differ
     note: str = ""
+    cluster_means: list[float] | None = None  # draws that share a bound: each analyst's own mean
 
     @property
     def mean(self) -> float:
         return statistics.mean(self.clamped)
+
+    @property
+    def standard_error(self) -> float:
+        """Of :attr:`mean`; from the analysts' own means when their draws share a chosen bound (those
+        draws are not independent), else from the draws."""
+        values = self.cluster_means or self.clamped
+        return statistics.stdev(values) / math.sqrt(len(values))
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +122,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
             [str(DATA)],
         )
     ledger = Ledger.create(directory / "ledger.sqlite")
-    for analyst in ["bench", *(f"session{i}" for i in range(RUNS * len(EPSILONS)))]:
+    for analyst in ["bench", *(f"session{i}" for i in range(ANALYSTS * len(EPSILONS)))]:
         ledger.add_analyst(analyst, make_scram_verifier(analyst, iterations=1))
         ledger.grant(analyst, "movies", PrivacyLoss(100_000.0))
     return directory
@@ -194,30 +206,47 @@ def veil_fresh(directory: Path, bound: str, exact: list[int], label: str) -> dic
     return results
 
 
-def veil_remembered(directory: Path, exact: list[int]) -> dict[float, Sweep]:
-    """Per ε, RUNS new analysts: the first query chooses and remembers L, the second reuses it."""
-    veil, results, session = Veil(directory, AUTO, remember=True, seed=2), {}, 0
+def veil_as_shipped(directory: Path, exact: list[int]) -> tuple[dict[float, Sweep], dict[float, Sweep]]:
+    """Per ε, ANALYSTS new analysts with the default ``remember_bounds = true``, each asking
+    ANALYST_DRAWS times: the first query chooses and remembers L, the others reuse it. Returns every
+    draw pooled (what an analyst's fresh draws average to, over analysts) and the second queries alone
+    (the bound reused)."""
+    veil, pooled, second, session = Veil(directory, AUTO, remember=True, seed=2), {}, {}, 0
     for epsilon in EPSILONS:
-        update, close = progress(f"auto, remembered, at ε={epsilon:g}")
-        draws, charges, bounds = [], [], []
-        for run in range(RUNS):
-            update(run, RUNS)
+        update, close = progress(
+            f"auto as shipped, {ANALYSTS} analysts × {ANALYST_DRAWS} draws, at ε={epsilon:g}"
+        )
+        draws, charges, bounds, analyst_means = [], [], [], []
+        for run in range(ANALYSTS):
+            update(run, ANALYSTS)
             analyst = f"session{session}"
             session += 1
-            _, first_charge, first = veil.ask(epsilon, analyst)
-            counts, charged, notice = veil.ask(epsilon, analyst)
-            assert "remembered" in notice and chosen_bound(notice) == chosen_bound(first)
-            assert first_charge == pytest.approx(epsilon)
-            draws.append(counts)
-            charges.append(charged)
-            bounds.append(chosen_bound(notice))
+            asked = [veil.ask(epsilon, analyst) for _ in range(ANALYST_DRAWS)]
+            first_bound = chosen_bound(asked[0][2])
+            for _, _, notice in asked[1:]:
+                assert "remembered" in notice and chosen_bound(notice) == first_bound
+            draws.append([counts for counts, _, _ in asked])
+            charges.append([charged for _, charged, _ in asked])
+            bounds.append(first_bound)
+            analyst_means.append(statistics.mean(weighted_error(c, exact, clamp=True) for c, _, _ in asked))
         close()
-        note = (
-            f"L median {statistics.median(bounds):g} ({min(bounds)}–{max(bounds)}), chosen by the first query"
+        chosen = f"L median {statistics.median(bounds):g} ({min(bounds)}–{max(bounds)})"
+        spread = statistics.quantiles(analyst_means, n=10)
+        pooled[epsilon] = sweep_of(
+            [d for by_analyst in draws for d in by_analyst],
+            exact,
+            [c for by_analyst in charges for c in by_analyst],
+            f"{chosen}; analysts' own means p10–p90 {spread[0]:.3f}–{spread[-1]:.3f}",
         )
-        results[epsilon] = sweep_of(draws, exact, charges, note)
+        pooled[epsilon].cluster_means = analyst_means
+        second[epsilon] = sweep_of(
+            [by_analyst[1] for by_analyst in draws],
+            exact,
+            [by_analyst[1] for by_analyst in charges],
+            f"{chosen}, chosen by the first query",
+        )
     veil.close()
-    return results
+    return pooled, second
 
 
 def run_json(command: list[str], timeout: float) -> dict[str, object]:
@@ -319,7 +348,9 @@ def test_auto_bound_sweep_against_fixed_bounds_opendp_and_qrlew(workdir: Path) -
     methods[f"Veil auto + contribution_hint = {ANCHOR_BOUND}"] = veil_fresh(
         workdir, f"{AUTO}\ncontribution_hint = {ANCHOR_BOUND}", exact, "auto + hint"
     )
-    methods["Veil auto, remembered bound (2nd query)"] = veil_remembered(workdir, exact)
+    shipped, second_queries = veil_as_shipped(workdir, exact)
+    methods[f"Veil auto as shipped, {ANALYSTS} analysts × {ANALYST_DRAWS} draws"] = shipped
+    methods["Veil auto, remembered bound (2nd query)"] = second_queries
     fixed = {
         bound: veil_fresh(workdir, f"max_contributions = {bound}", exact, f"fixed L={bound}")
         for bound in FIXED
@@ -349,13 +380,14 @@ def test_auto_bound_sweep_against_fixed_bounds_opendp_and_qrlew(workdir: Path) -
         for e in EPSILONS
     }
     lines.append("goal (issue 18): auto ≤ the best anchor and ≤ 1.3 × the best fixed bound ≤ cap")
-    for name in list(methods)[:3]:
+    for name in list(methods)[:4]:
         for e in EPSILONS:
             ratio = methods[name][e].mean / fixed[best_in_cap[e]][e].mean
+            spread = 1.96 * methods[name][e].standard_error / fixed[best_in_cap[e]][e].mean
             anchor = anchors_by_epsilon[e]
             verdict = "met" if ratio <= 1.3 and methods[name][e].mean <= anchor else "NOT met"
             lines.append(
-                f"  {name} at ε={e:g}: {ratio:.2f} × best fixed (L={best_in_cap[e]}), best anchor "
+                f"  {name} at ε={e:g}: {ratio:.2f} (± {spread:.2f}) × best fixed (L={best_in_cap[e]}), best anchor "
                 f"{anchor:.3f} → {verdict}"
             )
     lines.append(f"anchors: {opendp_label}; {qrlew_label}")
@@ -364,19 +396,23 @@ def test_auto_bound_sweep_against_fixed_bounds_opendp_and_qrlew(workdir: Path) -
     for name, sweeps in methods.items():
         if name.startswith("Veil"):
             for e in EPSILONS:
-                assert sweeps[e].charges == pytest.approx([e] * RUNS), f"{name} charged ε = {e} per draw"
-                assert sweeps[e].distinct == RUNS, "every draw is fresh"
-    for e in EPSILONS:  # loose: 30 draws; the printed table carries the 1.3 × goal
+                draws = len(sweeps[e].charges)
+                assert sweeps[e].charges == pytest.approx([e] * draws), f"{name} charged ε = {e} per draw"
+                assert sweeps[e].distinct == draws, "every draw is fresh"
+    for e in EPSILONS:  # loose for the other rows; the printed table carries the 1.3 × goal
         best = fixed[best_in_cap[e]][e].mean
         assert methods["Veil auto, fresh choice per draw"][e].mean <= 2.0 * best
         assert methods["Veil auto, remembered bound (2nd query)"][e].mean <= 1.6 * best
+        shipped = methods[f"Veil auto as shipped, {ANALYSTS} analysts × {ANALYST_DRAWS} draws"][e]
+        assert shipped.mean - 1.96 * shipped.standard_error <= 1.3 * best, "the goal, missed beyond the noise"
 
 
 def describe(sweep: Sweep) -> str:
     ordered = sorted(sweep.clamped)
     charge = f"{min(sweep.charges):g}" if max(sweep.charges) - min(sweep.charges) < 1e-9 else "varies"
     text = (
-        f"{sweep.mean:.3f} ({statistics.mean(sweep.raw):.3f} raw), median {ordered[len(ordered) // 2]:.3f}, "
+        f"{sweep.mean:.3f} ± {1.96 * sweep.standard_error:.3f} ({statistics.mean(sweep.raw):.3f} raw), "
+        f"median {ordered[len(ordered) // 2]:.3f}, "
         f"p90 {ordered[int(0.9 * len(ordered))]:.3f}; ε charged per draw {charge}"
     )
     return f"{text}; {sweep.note}" if sweep.note else text
