@@ -53,7 +53,7 @@ class UnsupportedQueryError(ProxyError, sqlstate="0A000"):
 
 
 class UnknownTableError(ProxyError, sqlstate="42P01"):
-    """A table that the dataset's policy does not declare."""
+    """A table that the dataset's policy does not declare, or a qualifier that names no table of the FROM clause."""
 
 
 class UnknownColumnError(ProxyError, sqlstate="42703"):

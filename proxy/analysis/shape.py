@@ -239,7 +239,7 @@ def _single_table(
         any_public = any(policy.public for policy in tables.values())
         joined = (lookup_join if any_public else unit_join)(select, table, tables)
         return joined.table, set(joined.aliases), joined.source, joined.aliases
-    return _table_policy(table, dataset), {table.name.lower(), table.alias_or_name.lower()}, None, None
+    return _table_policy(table, dataset), {table.alias_or_name.lower()}, None, None  # an alias hides the name
 
 
 def _joined_tables(select: exp.Select, first: exp.Table, dataset: DatasetPolicy) -> dict[str, TablePolicy]:
@@ -254,6 +254,17 @@ def _joined_tables(select: exp.Select, first: exp.Table, dataset: DatasetPolicy)
             )
         tables[alias] = _table_policy(table, dataset)
     return tables
+
+
+def _missing_table(qualifier: str, *, alias: str | None = None) -> UnknownTableError:
+    """PostgreSQL's refusal of a qualifier that names no table of the FROM clause — also of the table's
+    own name once ``alias`` has replaced it (``FROM visits v … visits.age``)."""
+    if alias is not None:
+        return UnknownTableError(
+            f'invalid reference to FROM-clause entry for table "{qualifier}"',
+            hint=f'Perhaps you meant to reference the table alias "{alias}".',
+        )
+    return UnknownTableError(f'missing FROM-clause entry for table "{qualifier}"')
 
 
 def _refuse_unsupported(select: exp.Select) -> None:
@@ -312,7 +323,8 @@ class _Scope:
         if self.joined is not None:
             return self._joined_column(node, self.joined)
         if node.table and node.table.lower() not in self.names:
-            raise UnknownColumnError(f'missing FROM-clause entry for table "{node.table}"')
+            hidden = node.table.lower() == self.table.name.lower()  # by the alias, the scope's one name
+            raise _missing_table(node.table, alias=next(iter(self.names)) if hidden else None)
         policy = self.table.column(node.name)
         if policy is None:
             raise UnknownColumnError(
@@ -330,7 +342,7 @@ class _Scope:
         if node.table:
             alias = node.table.lower()
             if alias not in joined:
-                raise UnknownColumnError(f'missing FROM-clause entry for table "{node.table}"')
+                raise _missing_table(node.table)
             candidates = [alias] if joined[alias].column(name) is not None else []
         else:
             candidates = [alias for alias, policy in joined.items() if policy.column(name) is not None]

@@ -167,7 +167,12 @@ def test_same_aggregate_twice_is_measured_once() -> None:
         ("INSERT INTO zones VALUES ('x', 'X')", "0A000", "INSERT statements are not supported"),
         ("SELECT COUNT(*) FROM nowhere", "42P01", 'relation "nowhere" does not exist'),
         ("SELECT COUNT(missing) FROM visits", "42703", 'column "missing" does not exist'),
-        ("SELECT COUNT(*) FROM visits WHERE x.age > 1", "42703", "missing FROM-clause entry"),
+        ("SELECT COUNT(*) FROM visits WHERE x.age > 1", "42P01", "missing FROM-clause entry"),
+        (  # an alias hides the table's own name, as in PostgreSQL
+            "SELECT COUNT(*) FROM visits v WHERE visits.age > 1",
+            "42P01",
+            'invalid reference to FROM-clause entry for table "visits"',
+        ),
         ("CREATE TABLE t (a int)", "0A000", "not supported"),
         ("SELECT read_csv('/etc/passwd')", "0A000", "read_csv"),
         ("SELECT 1 + (SELECT 2)", "0A000", "not supported"),
@@ -338,7 +343,7 @@ def test_join_on_the_privacy_unit_multiplies_the_bounds() -> None:
         ),
         (
             "SELECT COUNT(x.age) FROM visits v JOIN patients p USING (patient_id)",
-            "42703",
+            "42P01",
             "missing FROM-clause",
         ),
     ],
@@ -371,3 +376,19 @@ def test_lookup_joins_are_checked(sql: str, message: str) -> None:
 def test_public_queries_cannot_call_arbitrary_functions() -> None:
     with pytest.raises(ProxyError, match="not supported in a query on public tables"):
         classify_sql("SELECT read_csv('/etc/passwd') FROM zones")
+
+
+def test_a_table_named_after_its_alias_says_which_alias_to_use() -> None:
+    """PostgreSQL's message and hint, word for word: `FROM visits v … visits.age` is refused before any
+    engine query, where it used to be answered as if `visits` were still a name of the table."""
+    with pytest.raises(ProxyError) as raised:
+        classify_sql("SELECT COUNT(*) FROM visits v WHERE visits.age > 1")
+    assert (raised.value.sqlstate, raised.value.message, raised.value.hint) == (
+        "42P01",
+        'invalid reference to FROM-clause entry for table "visits"',
+        'Perhaps you meant to reference the table alias "v".',
+    )
+    assert (
+        type(classify_sql("SELECT COUNT(*) FROM visits AS visits WHERE visits.age > 1")).__name__
+        == "PrivateQuery"
+    )
