@@ -388,7 +388,6 @@ def test_a_table_named_after_its_alias_says_which_alias_to_use() -> None:
         'invalid reference to FROM-clause entry for table "visits"',
         'Perhaps you meant to reference the table alias "v".',
     )
-    assert (
-        type(classify_sql("SELECT COUNT(*) FROM visits AS visits WHERE visits.age > 1")).__name__
-        == "PrivateQuery"
+    assert isinstance(
+        classify_sql("SELECT COUNT(*) FROM visits AS visits WHERE visits.age > 1"), PrivateQuery
     )
