@@ -1,8 +1,11 @@
 """Survivors of a random sample of proxy/query/service.py's mutants (seed 2116, docs/testing.md) that only
 PostgreSQL tells apart: a public column of type ``numeric(p, s)``, which psycopg describes as
-``numeric(10,2)`` — not ``numeric``. Skips without a server unless ``VEIL_REQUIRE_POSTGRES=1``."""
+``numeric(10,2)`` — not ``numeric`` — and likewise ``timestamp(3)`` and ``timestamptz(3)``. Skips without a
+server unless ``VEIL_REQUIRE_POSTGRES=1``."""
 
 from __future__ import annotations
+
+import datetime
 
 import psycopg
 import pytest
@@ -10,6 +13,7 @@ from psycopg import sql
 
 from proxy.config import ColumnType
 from proxy.query.service import QueryService
+from proxy.wire import types as pgtypes
 from tests.postgres import test_mutants_query_postgres as clinic
 from tests.postgres.test_query_dialect_postgres import run, spent
 
@@ -68,3 +72,20 @@ def test_a_public_timestamp_with_a_precision_is_a_timestamp_column(service: Quer
     outcome = run(service, "SELECT zone FROM zones LIMIT 1")
     assert outcome.table is not None
     assert [(c.name, c.type) for c in outcome.table.columns] == [("zone", ColumnType.TIMESTAMP)]
+
+
+def test_a_public_timestamptz_is_a_timestamptz_column_in_utc(service: QueryService) -> None:
+    """``timestamptz(3)`` read in UTC, whatever the server's TimeZone, and typed timestamptz — it was text."""
+    assert service.dataset.dsn is not None
+    with psycopg.connect(service.dataset.dsn, autocommit=True) as connection:
+        connection.execute(
+            sql.SQL(
+                "ALTER TABLE {}.zones ALTER COLUMN zone TYPE timestamptz(3) USING '2026-01-02 03:04:05.125+02'"
+            ).format(sql.Identifier(service.dataset.schema))
+        )
+    outcome = run(service, "SELECT zone FROM zones LIMIT 1")
+    assert outcome.table is not None
+    assert [(c.name, c.type, c.type_oid) for c in outcome.table.columns] == [
+        ("zone", ColumnType.TIMESTAMP, pgtypes.TIMESTAMPTZ)
+    ]
+    assert outcome.table.rows == [(datetime.datetime(2026, 1, 2, 1, 4, 5, 125000, tzinfo=datetime.UTC),)]
