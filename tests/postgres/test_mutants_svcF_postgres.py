@@ -13,6 +13,7 @@ from psycopg import sql
 
 from proxy.config import ColumnType
 from proxy.query.service import QueryService
+from proxy.release.apply import ReleasedTable
 from proxy.wire import types as pgtypes
 from tests.postgres import test_mutants_query_postgres as clinic
 from tests.postgres.test_query_dialect_postgres import run, spent
@@ -59,33 +60,31 @@ def test_copy_of_a_public_numeric_with_a_scale_sends_floats(service: QueryServic
     assert [type(price) for price in outcome.copy.values[1]] == [float, float, float]
 
 
-def test_a_public_timestamp_with_a_precision_is_a_timestamp_column(service: QueryService) -> None:
-    """psycopg describes ``timestamp(3)`` with its precision; without it stripped, the column was typed text
-    and a client read its values as strings."""
+def retyped_zone(service: QueryService, column_type: str, value: str) -> ReleasedTable:
+    """zones.zone made a ``column_type`` column holding ``value``; the answer to reading it back."""
     assert service.dataset.dsn is not None
     with psycopg.connect(service.dataset.dsn, autocommit=True) as connection:
         connection.execute(
-            sql.SQL(
-                "ALTER TABLE {}.zones ALTER COLUMN zone TYPE timestamp(3) USING '2026-01-02 03:04:05'"
-            ).format(sql.Identifier(service.dataset.schema))
+            sql.SQL("ALTER TABLE {}.zones ALTER COLUMN zone TYPE " + column_type + " USING {}").format(
+                sql.Identifier(service.dataset.schema), sql.Literal(value)
+            )
         )
     outcome = run(service, "SELECT zone FROM zones LIMIT 1")
     assert outcome.table is not None
-    assert [(c.name, c.type) for c in outcome.table.columns] == [("zone", ColumnType.TIMESTAMP)]
+    return outcome.table
+
+
+def test_a_public_timestamp_with_a_precision_is_a_timestamp_column(service: QueryService) -> None:
+    """psycopg describes ``timestamp(3)`` with its precision; without it stripped, the column was typed text
+    and a client read its values as strings."""
+    table = retyped_zone(service, "timestamp(3)", "2026-01-02 03:04:05")
+    assert [(c.name, c.type) for c in table.columns] == [("zone", ColumnType.TIMESTAMP)]
 
 
 def test_a_public_timestamptz_is_a_timestamptz_column_in_utc(service: QueryService) -> None:
     """``timestamptz(3)`` read in UTC, whatever the server's TimeZone, and typed timestamptz — it was text."""
-    assert service.dataset.dsn is not None
-    with psycopg.connect(service.dataset.dsn, autocommit=True) as connection:
-        connection.execute(
-            sql.SQL(
-                "ALTER TABLE {}.zones ALTER COLUMN zone TYPE timestamptz(3) USING '2026-01-02 03:04:05.125+02'"
-            ).format(sql.Identifier(service.dataset.schema))
-        )
-    outcome = run(service, "SELECT zone FROM zones LIMIT 1")
-    assert outcome.table is not None
-    assert [(c.name, c.type, c.type_oid) for c in outcome.table.columns] == [
+    table = retyped_zone(service, "timestamptz(3)", "2026-01-02 03:04:05.125+02")
+    assert [(c.name, c.type, c.type_oid) for c in table.columns] == [
         ("zone", ColumnType.TIMESTAMP, pgtypes.TIMESTAMPTZ)
     ]
-    assert outcome.table.rows == [(datetime.datetime(2026, 1, 2, 1, 4, 5, 125000, tzinfo=datetime.UTC),)]
+    assert table.rows == [(datetime.datetime(2026, 1, 2, 1, 4, 5, 125000, tzinfo=datetime.UTC),)]
