@@ -127,7 +127,7 @@ _ENGINE_TYPES = {  # DuckDB's type names, then PostgreSQL's
     "DOUBLE": ColumnType.REAL,
     "DATE": ColumnType.DATE,
     "TIMESTAMP": ColumnType.TIMESTAMP,
-    "TIMESTAMP WITH TIME ZONE": ColumnType.TIMESTAMP,  # sent as timestamptz (_NARROW_TYPES)
+    "TIMESTAMP WITH TIME ZONE": ColumnType.TIMESTAMP,  # sent as timestamptz (_SPECIFIC_OIDS)
     "bool": ColumnType.BOOLEAN,
     "int2": ColumnType.INTEGER,
     "int4": ColumnType.INTEGER,
@@ -1234,7 +1234,7 @@ def _typed_table(
         ResultColumn(
             name,
             _ENGINE_TYPES.get(_without_modifier(type_name), _decimal_or_text(type_name)),
-            _NARROW_TYPES.get(_without_modifier(type_name)),
+            _SPECIFIC_OIDS.get(_without_modifier(type_name)),
         )
         for name, (_, type_name) in zip(names, description, strict=True)
     )
@@ -1242,11 +1242,11 @@ def _typed_table(
     return ReleasedTable(columns, [_plain(row, decimals) for row in rows] if decimals else list(rows))
 
 
-# Engine types narrower than their column type's, sent as PostgreSQL sends them: integers narrower than
-# int8 (node-postgres, for one, turns int8 into a JavaScript string but int4 into a number), and a
+# Engine types more specific than their column type's, sent as PostgreSQL sends them: integers narrower
+# than int8 (node-postgres, for one, turns int8 into a JavaScript string but int4 into a number), and a
 # timestamp with time zone — the engines give it in UTC, an aware value, which the wire sends with its
 # offset (`2026-01-02 03:04:05+00`), as PostgreSQL does with TimeZone = UTC.
-_NARROW_TYPES = {
+_SPECIFIC_OIDS = {
     "INTEGER": pgtypes.INT4,
     "int4": pgtypes.INT4,
     "SMALLINT": pgtypes.INT2,

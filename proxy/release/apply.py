@@ -38,7 +38,8 @@ Cell = tuple[object, ...]
 class ResultColumn:
     name: str
     type: ColumnType
-    type_oid: int | None = None  # a narrower PostgreSQL type than the column type's (int4 for `SELECT 1`)
+    # a more specific PostgreSQL type than the column type's (int4 for `SELECT 1`, timestamptz)
+    type_oid: int | None = None
 
 
 @dataclass(frozen=True)
